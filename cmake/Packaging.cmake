@@ -1,0 +1,55 @@
+# Installation and the two ways a consumer finds shoal: the exported CMake
+# package (find_package(shoal) -> shoal::shoal, shoal::shoal_static) and
+# pkg-config (shoal.pc).  Included last by the top-level CMakeLists.txt, so
+# every target below already exists.
+include(CMakePackageConfigHelpers)
+
+set(SHOAL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
+
+# A sanitized libshoal needs the sanitizer runtime in every program that
+# links it; say so in the installed interface so consumers link it too (in
+# the build tree add_link_options already does).
+if(SHOAL_SANITIZE)
+  foreach(t shoal shoal_static)
+    target_link_options(${t} INTERFACE $<INSTALL_INTERFACE:-fsanitize=${SHOAL_SANITIZE}>)
+  endforeach()
+  set(SHOAL_PC_LIBS_EXTRA " -fsanitize=${SHOAL_SANITIZE}")
+endif()
+
+# Both libraries are built from $<TARGET_OBJECTS:shoal_objects> rather than
+# by linking the object library, so neither shoal_objects nor the in-tree
+# shoal_internal is part of their link interface and neither is exported.
+install(TARGETS shoal shoal_static EXPORT shoalTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# shoal.h plus any header a later layer adds under include/shoal/.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h")
+
+install(EXPORT shoalTargets NAMESPACE shoal:: DESTINATION ${SHOAL_CMAKE_DIR})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/shoalConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/shoalConfig.cmake
+  INSTALL_DESTINATION ${SHOAL_CMAKE_DIR})
+# 0.x releases may break the API between minor versions.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/shoalConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/shoalConfig.cmake ${PROJECT_BINARY_DIR}/shoalConfigVersion.cmake
+  DESTINATION ${SHOAL_CMAKE_DIR})
+
+# pkg-config paths are relative to the .pc file itself, so the installed
+# tree stays correct when `cmake --install --prefix` or DESTDIR moves it
+# away from the configured CMAKE_INSTALL_PREFIX.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(SHOAL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(SHOAL_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
+  set(SHOAL_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+else()
+  file(RELATIVE_PATH SHOAL_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+  string(REGEX REPLACE "/$" "" SHOAL_PC_UP "${SHOAL_PC_UP}")
+  set(SHOAL_PC_PREFIX "\${pcfiledir}/${SHOAL_PC_UP}")
+  set(SHOAL_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+  set(SHOAL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/shoal.pc.in ${PROJECT_BINARY_DIR}/shoal.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/shoal.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

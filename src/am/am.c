@@ -1,0 +1,364 @@
+/* Active messages over the shm rings (seed 002 contract). */
+#include "am/am.h"
+#include "boot/boot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct am_state am = {.rank = -1};
+shoal_handler_t am_handlers[AM_MAX_INDEX];
+
+struct shoal_token {
+    int src;
+    enum am_class cls;
+    int replied;
+};
+
+/* Bytes of a message before any medium payload: control word, args, and the
+ * long descriptor (offset, length). */
+static inline size_t am_header_bytes(unsigned nargs, enum am_kind kind)
+{
+    return 8 + 8 * (size_t)nargs + (kind == AM_LONG ? 16 : 0);
+}
+
+static inline uint32_t am_slots(size_t bytes)
+{
+    return (uint32_t)((bytes + RING_SLOT_BYTES - 1) / RING_SLOT_BYTES);
+}
+
+static inline uint64_t am_tag(unsigned handler, unsigned nargs, enum am_kind kind, uint64_t extra)
+{
+    return (uint64_t)handler | ((uint64_t)nargs << 10) | ((uint64_t)kind << 15) | (extra << 17);
+}
+
+int am_rule_violation(const char *what)
+{
+    static const char *ctx_name[] = {"main program", "a request handler", "a reply handler"};
+    if (am.strict)
+        util_fatal("handler rule violated: %s called from %s", what, ctx_name[am.ctx]);
+    LOG(LOG_DEBUG, "handler rule violated: %s called from %s", what, ctx_name[am.ctx]);
+    return SHOAL_EHANDLER;
+}
+
+void am_progress_wait(struct util_backoff *b, int replies_only)
+{
+    if (am_poll(replies_only) != 0) {
+        b->spins = 0; /* progress: the peer is active, keep spinning */
+        return;
+    }
+    am_wait_step(b);
+}
+
+void am_wait_step(struct util_backoff *b)
+{
+    util_backoff_wait(b);
+    if ((b->spins & 255u) == 0) {
+        int dead;
+        const char *reason;
+        if (boot_peer_failed(&dead, &reason)) {
+            if (dead < 0)
+                util_fatal("the launcher ended the job (%s)", reason);
+            util_fatal("peer rank %d %s; ending the job", dead, reason);
+        }
+    }
+}
+
+/* ---- receive side --------------------------------------------------------- */
+
+static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, uint64_t ctl)
+{
+    uint64_t tag = ring_ctl_tag(ctl);
+    unsigned h = (unsigned)(tag & (AM_MAX_INDEX - 1));
+    unsigned nargs = (unsigned)(tag >> 10) & 31u;
+    enum am_kind kind = (enum am_kind)((tag >> 15) & 3u);
+    uint64_t extra = tag >> 17;
+    const uint64_t *args = s->body;
+    void *buf = NULL;
+    size_t n = 0;
+
+    if (kind == AM_MEDIUM) {
+        buf = (void *)&s->body[nargs];
+        n = (size_t)extra;
+    } else if (kind == AM_LONG) {
+        uint64_t off = s->body[nargs], len = s->body[nargs + 1];
+        const struct am_segment *seg = extra < AM_MAX_SEGMENTS ? &am.segs[extra] : NULL;
+        /* the sender checked the bounds; a mismatch here means corruption */
+        if (!seg || !seg->used || off > seg->sizes[am.rank] || len > seg->sizes[am.rank] - off)
+            util_fatal("long AM from rank %d names segment %llu [%llu, +%llu) outside this rank's segments",
+                       src, (unsigned long long)extra, (unsigned long long)off, (unsigned long long)len);
+        buf = (char *)seg->bases[am.rank] + off;
+        n = (size_t)len;
+    }
+    shoal_handler_t fn = am_handlers[h];
+    if (UTIL_UNLIKELY(!fn))
+        util_fatal("%s from rank %d names handler %u, which is not registered here",
+                   cls == AM_REQ ? "request" : "reply", src, h);
+
+    struct shoal_token tok = {.src = src, .cls = cls, .replied = 0};
+    enum am_context saved_ctx = am.ctx;
+    struct shoal_token *saved_tok = am.cur;
+    am.ctx = cls == AM_REQ ? AM_CTX_REQUEST : AM_CTX_REPLY;
+    am.cur = &tok;
+    fn(&tok, buf, n, args, nargs);
+    am.ctx = saved_ctx;
+    am.cur = saved_tok;
+    am.stats.am_received[cls]++;
+}
+
+/* Bounded per ring per call, so one busy sender cannot starve the rest. */
+#define AM_POLL_BATCH 64u
+
+static unsigned am_poll_ring(int src, enum am_class cls)
+{
+    struct ring_rx *rx = &am.shm->rx[(size_t)src * SHM_CLASSES + cls];
+    unsigned done = 0;
+    uint64_t ctl;
+    const struct ring_slot *s;
+    while (done < AM_POLL_BATCH && (s = ring_rx_peek(rx, &ctl)) != NULL) {
+        am_dispatch(src, cls, s, ctl);
+        ring_rx_release(rx, ring_ctl_slots(ctl));
+        done++;
+    }
+    return done;
+}
+
+unsigned am_poll(int replies_only)
+{
+    unsigned done = 0;
+    for (int p = 0; p < am.nranks; p++) {
+        done += am_poll_ring(p, AM_REP);
+        if (!replies_only)
+            done += am_poll_ring(p, AM_REQ);
+    }
+    return done;
+}
+
+/* ---- send side ---------------------------------------------------------- */
+
+static int am_wait_for_room(struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
+                            struct ring_slot **slot)
+{
+    if (flags & SHOAL_IMMEDIATE)
+        return SHOAL_EAGAIN;
+    am.stats.send_stalls++;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    /* Requests keep serving everything (their handlers may need to reply to
+     * the peer we wait for); replies serve only replies, whose handlers
+     * never send, so this cannot deadlock (seed 002, CMAM's two networks). */
+    while ((*slot = ring_tx_reserve(tx, m)) == NULL)
+        am_progress_wait(&b, cls == AM_REP);
+    return SHOAL_OK;
+}
+
+static inline __attribute__((always_inline)) int
+am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
+    size_t hdr = am_header_bytes(nargs, kind);
+    uint32_t m = am_slots(hdr + (kind == AM_MEDIUM ? nbytes : 0));
+    struct ring_slot *slot = ring_tx_reserve(tx, m);
+    if (UTIL_UNLIKELY(!slot)) {
+        int rc = am_wait_for_room(tx, cls, m, flags, &slot);
+        if (rc)
+            return rc;
+    }
+    uint64_t *body = slot->body;
+    for (unsigned i = 0; i < nargs; i++)
+        body[i] = args[i];
+    uint64_t extra = 0;
+    if (kind == AM_MEDIUM) {
+        memcpy(&body[nargs], src, nbytes);
+        extra = nbytes;
+    } else if (kind == AM_LONG) {
+        memcpy((char *)am.segs[seg].bases[dest] + offset, src, nbytes);
+        body[nargs] = offset;
+        body[nargs + 1] = nbytes;
+        extra = seg;
+    }
+    ring_tx_commit(tx, slot, m, am_tag(handler, nargs, kind, extra));
+    am.stats.am_sent[cls]++;
+    am.stats.bytes_sent += nbytes;
+    return SHOAL_OK;
+}
+
+static int am_check_common(int dest, unsigned handler, unsigned nargs)
+{
+    if (UTIL_UNLIKELY(am.rank < 0))
+        return SHOAL_ENOTINIT;
+    if (UTIL_UNLIKELY(dest < 0 || dest >= am.nranks))
+        return SHOAL_ERANK;
+    if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
+        return SHOAL_EINVAL;
+    if (UTIL_UNLIKELY(!am_handlers[handler]))
+        return SHOAL_ENOHANDLER;
+    if (UTIL_UNLIKELY(nargs > SHOAL_AM_MAX_ARGS))
+        return SHOAL_ETOOBIG;
+    return SHOAL_OK;
+}
+
+static int am_check_request(int dest, unsigned handler, unsigned nargs, const char *call)
+{
+    if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE))
+        return am_rule_violation(call);
+    return am_check_common(dest, handler, nargs);
+}
+
+/* A reply: only from the request handler now running, once. */
+static int am_check_reply(shoal_token_t tok, unsigned handler, unsigned nargs, const char *call)
+{
+    if (UTIL_UNLIKELY(am.ctx != AM_CTX_REQUEST || tok != am.cur || tok->replied))
+        return am_rule_violation(call);
+    return am_check_common(tok->src, handler, nargs);
+}
+
+static int am_check_long(int dest, shoal_seg_t seg, size_t offset, size_t nbytes)
+{
+    if (seg < 0 || seg >= AM_MAX_SEGMENTS || !am.segs[seg].used)
+        return SHOAL_ESEGMENT;
+    size_t size = am.segs[seg].sizes[dest];
+    if (offset > size || nbytes > size - offset || nbytes > UINT32_MAX)
+        return SHOAL_ERANGE;
+    return SHOAL_OK;
+}
+
+static int am_check_payload(const void *src, size_t nbytes)
+{
+    if (nbytes && !src)
+        return SHOAL_EINVAL;
+    return SHOAL_OK;
+}
+
+int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
+{
+    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_short");
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_send(dest, AM_REQ, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args);
+}
+
+int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                            unsigned nargs, const uint64_t *args)
+{
+    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_medium");
+    if (!rc)
+        rc = nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+}
+
+int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                          shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
+{
+    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_long");
+    if (!rc)
+        rc = am_check_long(dest, seg, offset, nbytes);
+    if (!rc)
+        rc = am_check_payload(src, nbytes);
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_send(dest, AM_REQ, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg, offset, nargs, args);
+}
+
+/* Marks the token replied only once the reply is in the ring, so a reply
+ * that failed with SHOAL_EAGAIN can be retried. */
+static int am_reply_sent(shoal_token_t tok, int rc)
+{
+    if (rc == SHOAL_OK)
+        tok->replied = 1;
+    return rc;
+}
+
+int shoal_am_reply_short(shoal_token_t tok, unsigned handler, unsigned flags, unsigned nargs,
+                         const uint64_t *args)
+{
+    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_short");
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args));
+}
+
+int shoal_am_reply_medium(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                          unsigned nargs, const uint64_t *args)
+{
+    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_medium");
+    if (!rc)
+        rc = nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
+}
+
+int shoal_am_reply_long(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                        shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
+{
+    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_long");
+    if (!rc)
+        rc = am_check_long(tok->src, seg, offset, nbytes);
+    if (!rc)
+        rc = am_check_payload(src, nbytes);
+    if (UTIL_UNLIKELY(rc))
+        return rc;
+    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
+                                      offset, nargs, args));
+}
+
+int shoal_token_source(shoal_token_t tok)
+{
+    return tok && tok == am.cur ? tok->src : -1;
+}
+
+int shoal_am_register(unsigned index, shoal_handler_t fn)
+{
+    if (index >= SHOAL_AM_MAX_HANDLERS || !fn)
+        return SHOAL_EINVAL;
+    am_handlers[index] = fn;
+    return SHOAL_OK;
+}
+
+size_t shoal_am_max_medium(void)
+{
+    return am.max_medium;
+}
+
+unsigned shoal_am_max_args(void)
+{
+    return SHOAL_AM_MAX_ARGS;
+}
+
+int am_init(struct shm_state *shm, int rank, int nranks)
+{
+    am.shm = shm;
+    am.rank = rank;
+    am.nranks = nranks;
+    am.ctx = AM_CTX_NONE;
+    am.cur = NULL;
+    am.barrier_epoch = 0;
+    memset(&am.stats, 0, sizeof am.stats);
+#ifdef NDEBUG
+    int debug_build = 0;
+#else
+    int debug_build = 1;
+#endif
+    am.strict = util_config_is_set(CFG_STRICT) ? util_config_int(CFG_STRICT) != 0 : debug_build;
+    am.max_medium = am_medium_limit(shm->ring_slots);
+    return SHOAL_OK;
+}
+
+size_t am_medium_limit(uint32_t ring_slots)
+{
+    size_t ring_max = (size_t)ring_max_msg_slots(ring_slots) * RING_SLOT_BYTES -
+                      am_header_bytes(SHOAL_AM_MAX_ARGS, AM_MEDIUM);
+    size_t cfg = (size_t)util_config_int(CFG_SHM_MEDIUM_MAX);
+    size_t lim = cfg < ring_max ? cfg : ring_max;
+    return lim < (1u << 27) ? lim : (1u << 27) - 1; /* the tag's length field */
+}
+
+void am_fini(void)
+{
+    am_seg_fini();
+    am.rank = -1;
+    am.shm = NULL;
+}

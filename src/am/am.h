@@ -1,0 +1,72 @@
+/* am layer: handler table, request/reply sends over the shm rings, polling,
+ * handler-context rules, segments that long messages write into. */
+#ifndef SHOAL_AM_H
+#define SHOAL_AM_H
+
+#include <stdint.h>
+
+#include "shm/shm.h"
+#include "util/util.h"
+#include "shoal.h"
+
+enum am_class { AM_REQ = 0, AM_REP = 1 };
+enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
+enum am_context { AM_CTX_NONE = 0, AM_CTX_REQUEST, AM_CTX_REPLY };
+
+/* Tag (the ring's upper 44 bits): handler 10 | nargs 5 | kind 2 | len/seg 27 */
+#define AM_HANDLER_BITS 10
+#define AM_MAX_INDEX (1u << AM_HANDLER_BITS)
+#define AM_MAX_SEGMENTS 64
+
+struct am_segment {
+    int used;
+    void **bases;  /* [nranks] mapped here */
+    size_t *sizes; /* [nranks] */
+};
+
+struct am_state {
+    int rank;
+    int nranks;
+    struct shm_state *shm;
+    size_t max_medium;
+    int strict;
+    enum am_context ctx;
+    struct shoal_token *cur;
+    uint64_t barrier_epoch;
+    struct am_segment segs[AM_MAX_SEGMENTS];
+    struct shoal_stats stats;
+};
+
+extern struct am_state am;
+extern shoal_handler_t am_handlers[AM_MAX_INDEX];
+
+int am_init(struct shm_state *shm, int rank, int nranks);
+void am_fini(void);
+
+/* Medium payload limit for rings of ring_slots (SHOAL_SHM_MEDIUM_MAX capped
+ * so a message with all its arguments fits). */
+size_t am_medium_limit(uint32_t ring_slots);
+
+/* Unmaps every segment. */
+void am_seg_fini(void);
+
+/* Runs arrived handlers; replies_only services only the reply rings (what a
+ * reply send may do while it waits).  Returns the number of messages run. */
+unsigned am_poll(int replies_only);
+
+/* One step of a blocking wait: back off, and end the job if a peer died. */
+void am_wait_step(struct util_backoff *b);
+/* One step of a wait that polls: runs handlers, and backs off only while
+ * nothing arrives. */
+void am_progress_wait(struct util_backoff *b, int replies_only);
+
+/* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */
+int am_rule_violation(const char *what);
+
+/* Context check for calls that block (poll, barrier, finalize, wait). */
+static inline int am_blocking_allowed(const char *call)
+{
+    return am.ctx == AM_CTX_NONE ? SHOAL_OK : am_rule_violation(call);
+}
+
+#endif

@@ -1,0 +1,72 @@
+/* boot layer: how a rank learns who it is and meets its peers.
+ *
+ * Under shoalrun each rank inherits two descriptors named by environment
+ * variables (read through util/config): a SOCK_SEQPACKET Unix socket to
+ * the launcher (SHOAL_BOOT_FD) and the job control block memfd
+ * (SHOAL_JOB_FD).  Without them the process is a singleton (rank 0 of 1)
+ * and every collective below completes locally.
+ * The protocol on the socket and the control block layout are documented in
+ * docs/BOOT.md. */
+#ifndef SHOAL_BOOT_H
+#define SHOAL_BOOT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define BOOT_JOB_MAGIC 0x53484f414c4a4f42ull /* "SHOALJOB" */
+#define BOOT_JOB_VERSION 1
+#define BOOT_MAX_RANKS 4096
+
+/* Job control block: one memfd created by shoalrun, mapped by every rank.
+ * The launcher is its only writer after start-up. */
+struct boot_job_block {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;                /* ranks */
+    uint64_t job_id;
+    _Atomic uint32_t failed;      /* 0 while the job runs; 1 once a rank failed */
+    int32_t failed_rank;          /* valid once failed == 1 */
+    int32_t failed_status;        /* waitpid status of that rank */
+    uint32_t reserved;
+    char failed_reason[256];      /* "exited with status 3", "killed by signal 9 (Killed)" */
+    int32_t pid[BOOT_MAX_RANKS];  /* pid of each rank, filled before exec and
+                                   * replaced by the joined process's on HELLO */
+};
+
+struct boot_info {
+    int rank;
+    int size;
+    uint64_t job_id;
+    int singleton;                /* started without shoalrun */
+    const struct boot_job_block *job; /* NULL for a singleton */
+};
+
+/* Reads the environment and connects to the launcher.  SHOAL_EBOOT with a
+ * log line that says which variable is wrong on failure. */
+int boot_init(struct boot_info *out);
+
+/* Collective fd exchange: every rank contributes one descriptor; on return
+ * fds[r] is an open descriptor for rank r's (fds[rank] a dup of my_fd).
+ * The caller closes them. */
+int boot_exchange_fd(int my_fd, int *fds);
+
+/* Collective: each rank contributes len bytes; all receives size*len bytes
+ * ordered by rank. */
+int boot_allgather(const void *mine, size_t len, void *all);
+
+/* Collective barrier through the launcher (slow path: init and finalize). */
+int boot_barrier(void);
+
+/* Tells the launcher this rank is aborting the job, with its message, so
+ * the launcher can report it and end the other ranks.  Best effort. */
+void boot_abort_notify(int exitcode, const char *msg);
+
+/* Non-zero once the launcher has recorded a failed rank; then *rank and
+ * reason are filled.  Cheap: one load of a line nobody writes normally. */
+int boot_peer_failed(int *rank, const char **reason);
+
+/* Leaves the job (after the final barrier). */
+void boot_finalize(void);
+
+#endif

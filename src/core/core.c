@@ -1,0 +1,141 @@
+/* Job control: the public entry points that tie the layers together. */
+#include "am/am.h"
+#include "boot/boot.h"
+#include "shm/shm.h"
+#include "util/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static struct shm_state shm;
+static struct boot_info boot;
+static int initialized;
+static uint64_t t0_ns;
+
+static void core_fatal_hook(int exitcode, const char *msg)
+{
+    boot_abort_notify(exitcode, msg);
+}
+
+int shoal_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    if (initialized)
+        return SHOAL_EINIT;
+    t0_ns = util_now_ns();
+    int rc = util_config_load();
+    if (rc)
+        return rc;
+    rc = boot_init(&boot);
+    if (rc)
+        return rc;
+    util_log_set_identity(boot.rank);
+    util_fatal_hook = core_fatal_hook;
+    rc = shm_init(&shm, boot.rank, boot.size);
+    if (rc == SHOAL_OK)
+        rc = am_init(&shm, boot.rank, boot.size);
+    if (rc) {
+        LOG(LOG_ERROR, "shoal_init failed: %s", shoal_strerror(rc));
+        shm_fini(&shm);
+        boot_finalize();
+        util_fatal_hook = NULL;
+        return rc;
+    }
+    initialized = 1;
+    LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
+        (unsigned long long)boot.job_id, boot.rank, boot.size, shm.ring_slots, am.max_medium);
+    return shoal_barrier();
+}
+
+/* Runs handlers until nothing is left in any ring. */
+static void core_drain(void)
+{
+    while (am_poll(0) != 0) {
+    }
+}
+
+int shoal_finalize(void)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    int rc = am_blocking_allowed("shoal_finalize");
+    if (rc)
+        return rc;
+    /* After the first barrier no rank issues requests; draining then runs
+     * every request, whose replies reach their targets before the second
+     * barrier ends; replies send nothing, so the last drain empties all. */
+    rc = shoal_barrier();
+    core_drain();
+    if (rc == SHOAL_OK)
+        rc = shoal_barrier();
+    core_drain();
+    am_fini();
+    shm_fini(&shm);
+    boot_finalize();
+    util_fatal_hook = NULL;
+    initialized = 0;
+    return rc;
+}
+
+int shoal_rank(void)
+{
+    return initialized ? boot.rank : -1;
+}
+
+int shoal_size(void)
+{
+    return initialized ? boot.size : -1;
+}
+
+_Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    util_fatal_v(exitcode ? exitcode : 1, fmt, ap);
+}
+
+int shoal_poll(void)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    int rc = am_blocking_allowed("shoal_poll");
+    if (rc)
+        return rc;
+    am_poll(0);
+    int dead;
+    const char *reason;
+    return boot_peer_failed(&dead, &reason) ? SHOAL_EPEERDEAD : SHOAL_OK;
+}
+
+int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    if (!flag)
+        return SHOAL_EINVAL;
+    int rc = am_blocking_allowed("shoal_wait_until");
+    if (rc)
+        return rc;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (*flag < value)
+        am_progress_wait(&b, 0);
+    *flag -= value;
+    return SHOAL_OK;
+}
+
+double shoal_wtime(void)
+{
+    return (double)(util_now_ns() - t0_ns) * 1e-9;
+}
+
+int shoal_stats_get(struct shoal_stats *out)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    if (!out)
+        return SHOAL_EINVAL;
+    *out = am.stats;
+    return SHOAL_OK;
+}

@@ -1,0 +1,53 @@
+/* Cachable queue: the parts off the fast path. */
+#include "shm/ring.h"
+
+void ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
+{
+    memset(tx, 0, sizeof *tx);
+    tx->nslots = nslots;
+    tx->mask = nslots - 1;
+    tx->shift = (unsigned)__builtin_ctz(nslots);
+    tx->slots = slots;
+    tx->head = head;
+    tx->shadow_head = atomic_load_explicit(&head->head, memory_order_acquire);
+    tx->tail = tx->shadow_head;
+}
+
+void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
+{
+    memset(rx, 0, sizeof *rx);
+    rx->nslots = nslots;
+    rx->mask = nslots - 1;
+    rx->shift = (unsigned)__builtin_ctz(nslots);
+    rx->slots = slots;
+    rx->shared = head;
+    rx->head = atomic_load_explicit(&head->head, memory_order_relaxed);
+}
+
+static int ring_fits(const struct ring_tx *tx, uint32_t need)
+{
+    return tx->tail + need + 1 - tx->shadow_head <= tx->nslots;
+}
+
+struct ring_slot *ring_tx_reserve_slow(struct ring_tx *tx, uint32_t m)
+{
+    uint32_t idx = (uint32_t)tx->tail & tx->mask;
+    uint32_t pad = idx + m > tx->nslots ? tx->nslots - idx : 0;
+    if (!ring_fits(tx, pad + m)) {
+        tx->shadow_head = atomic_load_explicit(&tx->head->head, memory_order_acquire);
+        if (!ring_fits(tx, pad + m)) {
+            tx->full_events++;
+            return NULL;
+        }
+    }
+    if (pad) {
+        /* The pad's body is never read, so only its control word is written. */
+        struct ring_slot *first = &tx->slots[idx];
+        uint64_t next = tx->tail + pad;
+        atomic_store_explicit(&tx->slots[0].ctl, ring_sense(next, tx->shift) ^ 1u, memory_order_relaxed);
+        atomic_store_explicit(&first->ctl, ring_ctl(tx->tail, tx->shift, RING_TYPE_PAD, pad, 0),
+                              memory_order_release);
+        tx->tail = next;
+    }
+    return &tx->slots[(uint32_t)tx->tail & tx->mask];
+}

@@ -1,0 +1,212 @@
+/* shm transport: inbox regions and shared allocations. */
+#include "shm/shm.h"
+#include "boot/boot.h"
+#include "shoal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+uint32_t shm_default_ring_slots(int nranks)
+{
+    long long cfg = util_config_int(CFG_SHM_RING_SLOTS);
+    if (cfg > 0)
+        return (uint32_t)cfg;
+    /* 4096 slots (256 KiB) keeps a 64 KiB medium plus its pad in flight
+     * twice over; past 16 ranks, shrink to hold the job near 128 MiB. */
+    uint32_t slots = 4096;
+    while (nranks > 16 && slots > 256 && (size_t)nranks * nranks * 2 * slots * RING_SLOT_BYTES > (128u << 20))
+        slots /= 2;
+    return slots;
+}
+
+static size_t rings_offset(int nranks)
+{
+    return round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
+}
+
+size_t shm_region_bytes(int nranks, uint32_t ring_slots)
+{
+    return rings_offset(nranks) + (size_t)nranks * SHM_CLASSES * ring_slots * RING_SLOT_BYTES;
+}
+
+int shm_alloc(const char *name, size_t bytes, int *fd_out, void **addr)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) {
+        LOG(LOG_ERROR, "memfd_create(%s): %s", name, strerror(errno));
+        return SHOAL_ESYS;
+    }
+    int rc = ftruncate(fd, (off_t)bytes) ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc) {
+        LOG(LOG_ERROR, "cannot reserve %zu bytes of shared memory for %s: %s "
+            "(is the tmpfs behind memfd full? see df /dev/shm)", bytes, name, strerror(rc));
+        close(fd);
+        return rc == ENOSPC || rc == ENOMEM ? SHOAL_ENOMEM : SHOAL_ESYS;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        LOG(LOG_ERROR, "mmap %zu bytes for %s: %s", bytes, name, strerror(errno));
+        close(fd);
+        return SHOAL_ENOMEM;
+    }
+    *fd_out = fd;
+    *addr = p;
+    return SHOAL_OK;
+}
+
+int shm_map_fd(int fd, void **addr, size_t *bytes)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
+        LOG(LOG_ERROR, "peer shared memory descriptor unusable: %s", strerror(errno));
+        return SHOAL_ESYS;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        LOG(LOG_ERROR, "mmap of peer shared memory (%lld bytes): %s", (long long)sb.st_size, strerror(errno));
+        return SHOAL_ENOMEM;
+    }
+    *addr = p;
+    *bytes = (size_t)sb.st_size;
+    return SHOAL_OK;
+}
+
+/* Descriptors from boot_exchange_fd: -1 marks one never received. */
+static int *fd_array(int nranks)
+{
+    int *fds = malloc((size_t)nranks * sizeof *fds);
+    for (int r = 0; fds && r < nranks; r++)
+        fds[r] = -1;
+    return fds;
+}
+
+static void close_fds(int *fds, int nranks)
+{
+    for (int r = 0; fds && r < nranks; r++)
+        if (fds[r] >= 0)
+            close(fds[r]);
+    free(fds);
+}
+
+int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes)
+{
+    int myfd;
+    void *mine;
+    int rc = shm_alloc(name, bytes, &myfd, &mine);
+    if (rc)
+        return rc;
+    munmap(mine, bytes); /* remapped below with every peer's, in one loop */
+    int *fds = fd_array(nranks);
+    rc = fds ? boot_exchange_fd(myfd, fds) : SHOAL_ENOMEM;
+    close(myfd);
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        rc = shm_map_fd(fds[r], &bases[r], &sizes[r]);
+    close_fds(fds, nranks);
+    return rc;
+}
+
+static int check_region(const struct shm_region_header *h, int r, int nranks, uint32_t slots, size_t bytes)
+{
+    if (h->magic != SHM_MAGIC || h->version != SHM_LAYOUT_VERSION || h->owner_rank != (uint32_t)r ||
+        h->nranks != (uint32_t)nranks || h->ring_slots != slots || h->total_bytes != bytes) {
+        LOG(LOG_ERROR, "inbox of rank %d has a foreign layout (version %u, %u ranks, %u slots); "
+            "all ranks must run the same shoal build and SHOAL_SHM_RING_SLOTS",
+            r, h->version, h->nranks, h->ring_slots);
+        return SHOAL_EBOOT;
+    }
+    return SHOAL_OK;
+}
+
+static void *ring_base(void *region, int nranks, uint32_t slots, int sender, unsigned cls)
+{
+    size_t idx = (size_t)sender * SHM_CLASSES + cls;
+    return (char *)region + rings_offset(nranks) + idx * slots * RING_SLOT_BYTES;
+}
+
+static struct ring_head *ring_head_of(void *region, int sender, unsigned cls)
+{
+    return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * SHM_CLASSES + cls;
+}
+
+int shm_init(struct shm_state *st, int rank, int nranks)
+{
+    memset(st, 0, sizeof *st);
+    st->rank = rank;
+    st->nranks = nranks;
+    st->ring_slots = shm_default_ring_slots(nranks);
+    st->region_bytes = shm_region_bytes(nranks, st->ring_slots);
+    st->regions = calloc((size_t)nranks, sizeof *st->regions);
+    size_t *sizes = calloc((size_t)nranks, sizeof *sizes);
+    st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
+    st->rx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->rx);
+    if (!st->regions || !sizes || !st->tx || !st->rx) {
+        free(sizes);
+        return SHOAL_ENOMEM;
+    }
+    /* Each rank writes its own header before the exchange: the mapping is
+     * the same memory, so peers see it once they map the descriptor. */
+    int fd;
+    void *mine;
+    int rc = shm_alloc("shoal-inbox", st->region_bytes, &fd, &mine);
+    if (rc) {
+        free(sizes);
+        return rc;
+    }
+    struct shm_region_header *h = mine;
+    *h = (struct shm_region_header){.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
+                                    .owner_rank = (uint32_t)rank, .nranks = (uint32_t)nranks,
+                                    .ring_slots = st->ring_slots, .rings_offset = rings_offset(nranks),
+                                    .total_bytes = st->region_bytes, .owner_pid = getpid()};
+    int *fds = fd_array(nranks);
+    rc = fds ? boot_exchange_fd(fd, fds) : SHOAL_ENOMEM;
+    close(fd);
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++) {
+        if (r == rank) {
+            st->regions[r] = mine;
+            sizes[r] = st->region_bytes;
+        } else {
+            rc = shm_map_fd(fds[r], &st->regions[r], &sizes[r]);
+        }
+        if (rc == SHOAL_OK)
+            rc = check_region(st->regions[r], r, nranks, st->ring_slots, sizes[r]);
+    }
+    close_fds(fds, nranks);
+    free(sizes);
+    if (rc)
+        return rc;
+    for (int peer = 0; peer < nranks; peer++) {
+        for (unsigned c = 0; c < SHM_CLASSES; c++) {
+            ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
+                         ring_base(st->regions[peer], nranks, st->ring_slots, rank, c),
+                         ring_head_of(st->regions[peer], rank, c), st->ring_slots);
+            ring_rx_init(&st->rx[(size_t)peer * SHM_CLASSES + c],
+                         ring_base(mine, nranks, st->ring_slots, peer, c),
+                         ring_head_of(mine, peer, c), st->ring_slots);
+        }
+    }
+    return SHOAL_OK;
+}
+
+void shm_fini(struct shm_state *st)
+{
+    for (int r = 0; st->regions && r < st->nranks; r++)
+        if (st->regions[r])
+            munmap(st->regions[r], st->region_bytes);
+    free(st->regions);
+    free(st->tx);
+    free(st->rx);
+    memset(st, 0, sizeof *st);
+}
+
+struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round)
+{
+    return (struct shm_barrier_flag *)((char *)st->regions[r] + SHM_BARRIER_OFFSET) + round;
+}

@@ -1,0 +1,71 @@
+/* shm transport: per-rank inbox regions holding the rings every local peer
+ * sends into, plus shared segments.  All memory comes from memfd_create and
+ * reaches peers as descriptors over the launcher socket, so no name ever
+ * exists in /dev/shm.  Layout: docs/SHM_QUEUE.md. */
+#ifndef SHOAL_SHM_H
+#define SHOAL_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/ring.h"
+
+#define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
+#define SHM_LAYOUT_VERSION 1u
+#define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
+#define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
+#define SHM_BARRIER_OFFSET 4096u
+#define SHM_HEADS_OFFSET 8192u
+
+struct shm_region_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t owner_rank;
+    uint32_t nranks;
+    uint32_t ring_slots;
+    uint64_t rings_offset;
+    uint64_t total_bytes;
+    int32_t owner_pid;
+    uint32_t reserved;
+};
+
+/* One dissemination-barrier flag, written by one peer per round. */
+struct shm_barrier_flag {
+    _Atomic uint64_t epoch;
+    char pad[RING_HEAD_BLOCK - sizeof(uint64_t)];
+} __attribute__((aligned(RING_HEAD_BLOCK)));
+
+struct shm_state {
+    int rank;
+    int nranks;
+    uint32_t ring_slots;
+    void **regions;          /* regions[r]: rank r's inbox, mapped here */
+    size_t region_bytes;
+    struct ring_tx *tx;      /* [dest * SHM_CLASSES + class] */
+    struct ring_rx *rx;      /* [src * SHM_CLASSES + class] */
+};
+
+/* Geometry for nranks ranks: slots per ring (SHOAL_SHM_RING_SLOTS or the
+ * default rule) and the region size. */
+uint32_t shm_default_ring_slots(int nranks);
+size_t shm_region_bytes(int nranks, uint32_t ring_slots);
+
+/* Collective: creates this rank's inbox, exchanges descriptors, maps every
+ * peer's inbox and validates its header. */
+int shm_init(struct shm_state *st, int rank, int nranks);
+void shm_fini(struct shm_state *st);
+
+/* Barrier flag `round` in rank r's inbox. */
+struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round);
+
+/* Shared memory of `bytes` from a memfd: backing store reserved up front
+ * (a full tmpfs is SHOAL_ENOMEM here, never SIGBUS later) and prefaulted. */
+int shm_alloc(const char *name, size_t bytes, int *fd, void **addr);
+/* Maps a descriptor received from a peer, whole file, prefaulted. */
+int shm_map_fd(int fd, void **addr, size_t *bytes);
+
+/* Collective: every rank allocates `bytes`, all map everyone's.  bases and
+ * sizes have nranks entries. */
+int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes);
+
+#endif

@@ -1,0 +1,41 @@
+/* Wait back-off shared by every blocking loop in the library. */
+#include "util.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+static uint32_t spin_limit;
+
+void util_backoff_init(struct util_backoff *b)
+{
+    if (UTIL_UNLIKELY(spin_limit == 0)) {
+        long long cfg = util_config_int(CFG_SPIN);
+        if (cfg > 0) {
+            spin_limit = (uint32_t)cfg;
+        } else {
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            long long ranks = util_config_int(CFG_SIZE);
+            spin_limit = (ranks > cores && cores > 0) ? 64 : 20000;
+        }
+    }
+    b->spins = 0;
+    b->limit = spin_limit;
+}
+
+void util_backoff_wait(struct util_backoff *b)
+{
+    if (b->spins < b->limit) {
+        b->spins++;
+        util_cpu_relax();
+        return;
+    }
+    /* Past the spin budget: give the core to a rank that can make progress.
+     * After many yields, sleep briefly so a descheduled peer gets the CPU even
+     * under a scheduler that keeps re-picking us. */
+    b->spins++;
+    if (b->spins < b->limit + 1000) {
+        sched_yield();
+    } else {
+        usleep(50);
+    }
+}

@@ -1,0 +1,119 @@
+/* The one place SHOAL_* environment variables are read. */
+#include "util.h"
+#include "shoal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct util_cfg_entry table[CFG_COUNT] = {
+    [CFG_LOG] = {"SHOAL_LOG", "warn", "log level: error, warn, info, debug, trace"},
+    [CFG_STRICT] = {"SHOAL_STRICT", "0",
+                    "1: abort with a message on handler-rule violations instead of returning SHOAL_EHANDLER (unset: 1 in debug builds, 0 in release)"},
+    [CFG_SHM_RING_SLOTS] = {"SHOAL_SHM_RING_SLOTS", "0",
+                            "64-byte slots per shm ring, a power of two; 0 picks 4096 for up to 8 ranks per host, fewer above"},
+    [CFG_SHM_MEDIUM_MAX] = {"SHOAL_SHM_MEDIUM_MAX", "65536",
+                            "largest medium AM payload in bytes (capped at a quarter of a ring)"},
+    [CFG_SPIN] = {"SHOAL_SPIN", "0",
+                  "pause-loop iterations before a wait yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
+    [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
+    [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "shm", "transport between ranks: shm (the only one in this build)"},
+    [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
+    [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
+    [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
+    [CFG_JOB_FD] = {"SHOAL_JOB_FD", "", "set by shoalrun: memfd of the job control block"},
+    [CFG_JOB_ID] = {"SHOAL_JOB_ID", "", "set by shoalrun: 64-bit job identifier (hex)"},
+};
+
+static const char *values[CFG_COUNT];
+static int loaded;
+
+static int parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s)
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int validate(enum util_cfg_id id, const char *v)
+{
+    long long n;
+    switch (id) {
+    case CFG_LOG:
+        return (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
+                strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
+    case CFG_TRANSPORT:
+        return strcmp(v, "shm") ? -1 : 0;
+    case CFG_STRICT:
+        return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+    case CFG_SHM_RING_SLOTS:
+        if (parse_int(v, &n) || n < 0 || n > (1 << 20) || (n & (n - 1)))
+            return -1;
+        return (n != 0 && n < 64) ? -1 : 0;
+    case CFG_JOB_ID:
+        return v[0] == '\0' || parse_int(v, &n) == 0 ? 0 : -1;
+    case CFG_RANK: case CFG_SIZE: case CFG_BOOT_FD: case CFG_JOB_FD:
+        if (v[0] == '\0')
+            return 0;
+        return (parse_int(v, &n) || n < 0) ? -1 : 0;
+    default:
+        return (parse_int(v, &n) || n < 0) ? -1 : 0;
+    }
+}
+
+int util_config_load(void)
+{
+    for (int i = 0; i < CFG_COUNT; i++) {
+        const char *v = getenv(table[i].name);
+        values[i] = v ? v : table[i].default_str;
+        if (validate((enum util_cfg_id)i, values[i])) {
+            util_log(LOG_ERROR, "invalid %s=\"%s\" (%s)", table[i].name, values[i], table[i].meaning);
+            return SHOAL_ECONFIG;
+        }
+    }
+    loaded = 1;
+    const char *lv = values[CFG_LOG];
+    util_log_level = !strcmp(lv, "error") ? LOG_ERROR : !strcmp(lv, "warn") ? LOG_WARN
+                   : !strcmp(lv, "info") ? LOG_INFO : !strcmp(lv, "debug") ? LOG_DEBUG : LOG_TRACE;
+    return SHOAL_OK;
+}
+
+const char *util_config_str(enum util_cfg_id id)
+{
+    if (!loaded) {
+        const char *v = getenv(table[id].name);
+        return v ? v : table[id].default_str;
+    }
+    return values[id];
+}
+
+long long util_config_int(enum util_cfg_id id)
+{
+    long long n = 0;
+    if (parse_int(util_config_str(id), &n))
+        return 0;
+    return n;
+}
+
+int util_config_is_set(enum util_cfg_id id)
+{
+    return getenv(table[id].name) != NULL;
+}
+
+const struct util_cfg_entry *util_config_table(size_t *count)
+{
+    *count = CFG_COUNT;
+    return table;
+}

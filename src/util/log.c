@@ -1,0 +1,61 @@
+/* Logging and fatal-error reporting that names rank and host. */
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int util_log_level = LOG_WARN;
+void (*util_fatal_hook)(int exitcode, const char *msg);
+static int log_rank = -1;
+static char host[64];
+
+const char *util_hostname(void)
+{
+    if (!host[0] && gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "unknown-host");
+    return host;
+}
+
+void util_log_set_identity(int rank)
+{
+    log_rank = rank;
+}
+
+static const char *level_name(enum util_log_level l)
+{
+    static const char *names[] = {"error", "warning", "info", "debug", "trace"};
+    return names[l];
+}
+
+void util_log(enum util_log_level lvl, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "shoal: rank %d on %s: %s: %s\n", log_rank, util_hostname(), level_name(lvl), msg);
+}
+
+_Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "shoal: rank %d on %s: fatal: %s\n", log_rank, util_hostname(), msg);
+    fflush(stderr);
+    if (util_fatal_hook) {
+        void (*hook)(int, const char *) = util_fatal_hook;
+        util_fatal_hook = NULL; /* a failure inside the hook must not recurse */
+        hook(exitcode, msg);
+    }
+    _exit(exitcode ? exitcode : 1);
+}
+
+_Noreturn void util_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    util_fatal_v(1, fmt, ap);
+}

@@ -1,0 +1,86 @@
+/* util layer: errors, configuration, logging, time.  Internal to libshoal. */
+#ifndef SHOAL_UTIL_H
+#define SHOAL_UTIL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <time.h>
+
+/* ---- configuration: every SHOAL_* variable is read here and only here ---- */
+enum util_cfg_id {
+    CFG_LOG,            /* log level */
+    CFG_STRICT,         /* abort on handler-rule violations */
+    CFG_SHM_RING_SLOTS, /* slots per ring */
+    CFG_SHM_MEDIUM_MAX, /* largest medium payload */
+    CFG_SPIN,           /* spins before yielding in a wait */
+    CFG_SEG_SIZE,       /* default segment size for tools/benchmarks */
+    CFG_TRANSPORT,      /* transport selection */
+    CFG_RANK,           /* set by shoalrun */
+    CFG_SIZE,           /* set by shoalrun */
+    CFG_BOOT_FD,        /* set by shoalrun */
+    CFG_JOB_FD,         /* set by shoalrun */
+    CFG_JOB_ID,         /* set by shoalrun */
+    CFG_COUNT
+};
+
+struct util_cfg_entry {
+    const char *name;        /* full variable name */
+    const char *default_str; /* default, as text */
+    const char *meaning;     /* one line */
+};
+
+/* Reads and validates every variable once; returns SHOAL_ECONFIG with a log
+ * line naming the bad one. */
+int util_config_load(void);
+/* The value as text (default if unset); never NULL. */
+const char *util_config_str(enum util_cfg_id id);
+/* Integer value, accepting K/M/G suffixes; *set tells whether the user set it. */
+long long util_config_int(enum util_cfg_id id);
+int util_config_is_set(enum util_cfg_id id);
+const struct util_cfg_entry *util_config_table(size_t *count);
+
+/* ---- logging ---------------------------------------------------------- */
+enum util_log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE };
+extern int util_log_level;
+void util_log_set_identity(int rank);
+void util_log(enum util_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define LOG(lvl, ...) do { if ((lvl) <= util_log_level) util_log((lvl), __VA_ARGS__); } while (0)
+
+/* Prints "shoal: rank R on HOST: <cause>" to stderr, tells the launcher,
+ * and exits the process with status 1 (the launcher ends the others). */
+_Noreturn void util_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap);
+/* Called by util_fatal before exiting (set by core to notify the launcher). */
+extern void (*util_fatal_hook)(int exitcode, const char *msg);
+const char *util_hostname(void);
+
+/* ---- time -------------------------------------------------------------- */
+static inline uint64_t util_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- spinning ------------------------------------------------------------ */
+static inline void util_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* A wait loop's back-off: spin SHOAL_SPIN times, then sched_yield, then
+ * short sleeps, so oversubscribed jobs never livelock. */
+struct util_backoff { uint32_t spins; uint32_t limit; };
+void util_backoff_init(struct util_backoff *b);
+void util_backoff_wait(struct util_backoff *b);
+
+#define UTIL_CACHELINE 64
+#define UTIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define UTIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#endif

@@ -1,0 +1,383 @@
+/* Active-message tests, run through shoalrun: every class in both
+ * directions, payload sizes across slot and ring boundaries, handler-rule
+ * violations, immediate mode, API misuse, barrier, and an all-to-all storm
+ * that fills rings (deadlock freedom with bounded buffers).
+ * Usage: test_am <test>   (see the table in main) */
+#include "shoal.h"
+#include "../common/check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    H_SHORT_REQ = 1, H_SHORT_REP, H_MED_REQ, H_MED_REP, H_LONG_REQ, H_LONG_REP,
+    H_RULES_REQ, H_RULES_REP, H_COUNT, H_STORM_REQ, H_STORM_REP,
+};
+
+static int me, np;
+static volatile uint64_t replies, arrivals;
+static shoal_seg_t seg;
+static char *seg_base;
+static size_t seg_bytes;
+
+/* Deterministic payload byte i of a message tagged t. */
+static unsigned char pat(uint64_t t, size_t i) { return (unsigned char)(t * 131u + i * 7u + (i >> 8)); }
+
+static void fill(void *buf, size_t n, uint64_t t)
+{
+    for (size_t i = 0; i < n; i++)
+        ((unsigned char *)buf)[i] = pat(t, i);
+}
+
+static void expect(const void *buf, size_t n, uint64_t t, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        CHECK(((const unsigned char *)buf)[i] == pat(t, i), "%s: byte %zu of %zu wrong", what, i, n);
+}
+
+static void wait_replies(uint64_t n, const char *what)
+{
+    double t0 = test_now();
+    while (replies < n) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, 30, what);
+    }
+}
+
+/* ---- short: args echoed back, reply carries source and count ---------- */
+static void short_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    CHECK(buf == NULL && n == 0, "short request has a payload");
+    for (unsigned i = 0; i < na; i++)
+        CHECK(a[i] == 1000u * (unsigned)shoal_token_source(t) + i, "arg %u", i);
+    uint64_t back[SHOAL_AM_MAX_ARGS];
+    for (unsigned i = 0; i < na; i++)
+        back[i] = a[i] + 1;
+    CHECK_RC(shoal_am_reply_short(t, H_SHORT_REP, 0, na, back), SHOAL_OK);
+}
+
+static void short_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n;
+    int src = shoal_token_source(t);
+    CHECK(src >= 0 && src < np, "bad source %d", src);
+    for (unsigned i = 0; i < na; i++)
+        CHECK(a[i] == 1000u * (unsigned)me + i + 1, "reply arg %u", i);
+    replies++;
+}
+
+static void test_short(void)
+{
+    uint64_t args[SHOAL_AM_MAX_ARGS];
+    for (unsigned i = 0; i < SHOAL_AM_MAX_ARGS; i++)
+        args[i] = 1000u * (unsigned)me + i;
+    uint64_t sent = 0;
+    for (int d = 0; d < np; d++)
+        for (unsigned na = 0; na <= SHOAL_AM_MAX_ARGS; na++, sent++)
+            CHECK_RC(shoal_am_request_short(d, H_SHORT_REQ, 0, na, args), SHOAL_OK);
+    wait_replies(sent, "short replies");
+}
+
+/* ---- medium: request payload checked, reply echoes a derived payload ---- */
+static void med_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    CHECK(na == 1 && a[0] == n, "medium length %zu, sender said %llu", n, (unsigned long long)a[0]);
+    CHECK(((uintptr_t)buf & 7u) == 0, "medium payload not 8-byte aligned");
+    expect(buf, n, n + (uint64_t)shoal_token_source(t), "medium request payload");
+    fill(buf, n, n + 1); /* the buffer is the handler's to use */
+    CHECK_RC(shoal_am_reply_medium(t, H_MED_REP, 0, buf, n, shoal_args(n)), SHOAL_OK);
+}
+
+static void med_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t;
+    CHECK(na == 1 && a[0] == n, "medium reply length %zu", n);
+    expect(buf, n, n + 1, "medium reply payload");
+    replies++;
+}
+
+static void test_medium(void)
+{
+    size_t max = shoal_am_max_medium();
+    CHECK(max >= 4096, "medium limit %zu below 4 KiB", max);
+    char *buf = malloc(max);
+    CHECK(buf, "oom");
+    size_t sizes[64];
+    int ns = 0;
+    const size_t fixed[] = {0, 1, 7, 8, 40, 47, 48, 49, 55, 56, 57, 63, 64, 65, 120, 121, 1000, 4096};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        sizes[ns++] = fixed[i];
+    for (size_t s = 8192; s < max; s *= 2)
+        sizes[ns++] = s + 3;
+    sizes[ns++] = max;
+    uint64_t sent = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        for (int d = 0; d < np; d++) {
+            for (int i = 0; i < ns; i++, sent++) {
+                fill(buf, sizes[i], sizes[i] + (uint64_t)me);
+                CHECK_RC(shoal_am_request_medium(d, H_MED_REQ, 0, buf, sizes[i], shoal_args(sizes[i])), SHOAL_OK);
+            }
+        }
+    }
+    wait_replies(sent, "medium replies");
+    free(buf);
+}
+
+/* ---- long: data lands in the segment at the offset before the handler ---- */
+static void long_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    CHECK(na == 2, "long nargs");
+    size_t off = (size_t)a[0];
+    CHECK(buf == seg_base + off, "long buf %p, expected segment base + %zu", buf, off);
+    CHECK(n == a[1], "long length %zu, sender said %llu", n, (unsigned long long)a[1]);
+    expect(buf, n, n + (uint64_t)shoal_token_source(t), "long request data");
+    /* reply into the requester's segment, same offset */
+    fill(buf, n, n + 2);
+    CHECK_RC(shoal_am_reply_long(t, H_LONG_REP, 0, buf, n, seg, off, shoal_args(off, n)), SHOAL_OK);
+}
+
+static void long_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)na;
+    CHECK(buf == seg_base + a[0] && n == a[1], "long reply placement");
+    expect(buf, n, n + 2, "long reply data");
+    replies++;
+}
+
+static void test_long(void)
+{
+    /* Each sender owns a stripe of every target's segment. */
+    size_t stripe = seg_bytes / (size_t)np;
+    const size_t sizes[] = {0, 1, 8, 100, 4096, 65536, 1 << 20};
+    char *buf = malloc(1 << 20);
+    CHECK(buf, "oom");
+    uint64_t sent = 0;
+    for (int d = 0; d < np; d++) {
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            size_t n = sizes[i];
+            if (n > stripe)
+                continue;
+            size_t off = (size_t)me * stripe + (stripe - n) / 2;
+            fill(buf, n, n + (uint64_t)me);
+            CHECK_RC(shoal_am_request_long(d, H_LONG_REQ, 0, buf, n, seg, off, shoal_args(off, n)), SHOAL_OK);
+            sent++;
+            wait_replies(sent, "long reply"); /* one at a time: the stripe is reused */
+        }
+    }
+    free(buf);
+}
+
+/* ---- handler rules -------------------------------------------------- */
+static void rules_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    /* a reply handler may not send anything, nor block */
+    CHECK_RC(shoal_am_reply_short(t, H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
+    CHECK_RC(shoal_am_request_short(me, H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
+    CHECK_RC(shoal_poll(), SHOAL_EHANDLER);
+    replies++;
+}
+
+static void rules_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    CHECK_RC(shoal_am_request_short(shoal_token_source(t), H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
+    CHECK_RC(shoal_poll(), SHOAL_EHANDLER);
+    CHECK_RC(shoal_barrier(), SHOAL_EHANDLER);
+    uint64_t v = 0;
+    CHECK_RC(shoal_wait_until(&v, 1), SHOAL_EHANDLER);
+    CHECK_RC(shoal_am_reply_short(t, H_RULES_REP, 0, shoal_noargs), SHOAL_OK);
+    CHECK_RC(shoal_am_reply_short(t, H_RULES_REP, 0, shoal_noargs), SHOAL_EHANDLER); /* second reply */
+}
+
+static shoal_token_t saved_token;
+static void count_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    saved_token = t;
+    arrivals++;
+}
+
+static void test_rules(void)
+{
+    int peer = (me + 1) % np;
+    CHECK_RC(shoal_am_request_short(peer, H_RULES_REQ, 0, shoal_noargs), SHOAL_OK);
+    wait_replies(1, "rules reply");
+    /* a token outside its handler is stale: no reply possible */
+    CHECK_RC(shoal_am_request_short(me, H_COUNT, 0, shoal_noargs), SHOAL_OK);
+    double t0 = test_now();
+    while (arrivals < 1) {
+        shoal_poll();
+        TEST_DEADLINE(t0, 10, "self message");
+    }
+    CHECK_RC(shoal_am_reply_short(saved_token, H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
+    CHECK(shoal_token_source(saved_token) == -1, "stale token still answers");
+}
+
+/* ---- API misuse ----------------------------------------------------- */
+static void test_misuse(void)
+{
+    uint64_t args[SHOAL_AM_MAX_ARGS + 1] = {0};
+    char small[16] = {0};
+    CHECK_RC(shoal_am_request_short(np, H_COUNT, 0, shoal_noargs), SHOAL_ERANK);
+    CHECK_RC(shoal_am_request_short(-1, H_COUNT, 0, shoal_noargs), SHOAL_ERANK);
+    CHECK_RC(shoal_am_request_short(0, SHOAL_AM_MAX_HANDLERS, 0, shoal_noargs), SHOAL_EINVAL);
+    CHECK_RC(shoal_am_request_short(0, 200, 0, shoal_noargs), SHOAL_ENOHANDLER);
+    CHECK_RC(shoal_am_request_short(0, H_COUNT, 0, SHOAL_AM_MAX_ARGS + 1, args), SHOAL_ETOOBIG);
+    CHECK_RC(shoal_am_request_medium(0, H_COUNT, 0, small, shoal_am_max_medium() + 1, shoal_noargs),
+             SHOAL_ETOOBIG);
+    CHECK_RC(shoal_am_request_medium(0, H_COUNT, 0, NULL, 8, shoal_noargs), SHOAL_EINVAL);
+    CHECK_RC(shoal_am_request_long(0, H_COUNT, 0, small, 16, seg, seg_bytes - 8, shoal_noargs), SHOAL_ERANGE);
+    CHECK_RC(shoal_am_request_long(0, H_COUNT, 0, small, 16, seg, (size_t)-4, shoal_noargs), SHOAL_ERANGE);
+    CHECK_RC(shoal_am_request_long(0, H_COUNT, 0, small, 16, 63, 0, shoal_noargs), SHOAL_ESEGMENT);
+    CHECK_RC(shoal_am_request_long(0, H_COUNT, 0, small, 16, -1, 0, shoal_noargs), SHOAL_ESEGMENT);
+    CHECK_RC(shoal_am_register(SHOAL_AM_MAX_HANDLERS, count_handler), SHOAL_EINVAL);
+    CHECK_RC(shoal_am_register(5, NULL), SHOAL_EINVAL);
+    CHECK_RC(shoal_init(NULL, NULL), SHOAL_EINIT);
+    CHECK_RC(shoal_seg_local(42, NULL, NULL), SHOAL_ESEGMENT);
+    CHECK_RC(shoal_seg_size(seg, np, &seg_bytes), SHOAL_ERANK);
+    CHECK_RC(shoal_seg_create(0, &seg), SHOAL_EINVAL);
+    CHECK_RC(shoal_stats_get(NULL), SHOAL_EINVAL);
+    CHECK(shoal_token_source(NULL) == -1, "NULL token has a source");
+    CHECK(strstr(shoal_strerror(SHOAL_EAGAIN), "SHOAL_EAGAIN") != NULL, "strerror names codes");
+}
+
+/* ---- immediate mode: a full ring gives EAGAIN, then everything arrives ---- */
+static void test_immediate(void)
+{
+    CHECK(np >= 2, "needs 2 ranks");
+    if (me == 0) {
+        uint64_t sent = 0;
+        int rc;
+        double t0 = test_now();
+        while ((rc = shoal_am_request_short(1, H_COUNT, SHOAL_IMMEDIATE, shoal_args(sent))) == SHOAL_OK) {
+            sent++;
+            TEST_DEADLINE(t0, 10, "a full ring");
+        }
+        CHECK_RC(rc, SHOAL_EAGAIN);
+        CHECK(sent > 0, "nothing fit an empty ring");
+        /* tell rank 1 how many to expect, through the reply-free path */
+        CHECK_RC(shoal_am_request_short(1, H_COUNT, 0, shoal_args(sent)), SHOAL_OK);
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+    } else if (me == 1) {
+        /* stay deaf until rank 0 has filled the ring */
+        usleep(200000);
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+        CHECK(arrivals > 1, "rank 1 received %llu", (unsigned long long)arrivals);
+    } else {
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+    }
+}
+
+/* ---- storm: everyone sends to everyone, rings fill, nothing deadlocks --- */
+static uint64_t storm_expected;
+static void storm_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)na;
+    expect(buf, n, a[0], "storm payload");
+    arrivals++;
+    CHECK_RC(shoal_am_reply_medium(t, H_STORM_REP, 0, buf, n, shoal_args(a[0])), SHOAL_OK);
+}
+
+static void storm_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)na;
+    expect(buf, n, a[0], "storm reply");
+    replies++;
+}
+
+static void test_storm(int rounds)
+{
+    size_t max = shoal_am_max_medium();
+    char *buf = malloc(max);
+    CHECK(buf, "oom");
+    uint64_t sent = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 1; k <= np; k++) {
+            int d = (me + k) % np;
+            size_t n = (size_t)((r * 7919 + k * 104729) % (int)(max < 20000 ? max : 20000));
+            uint64_t tag = (uint64_t)r * 1000 + (uint64_t)k;
+            fill(buf, n, tag);
+            CHECK_RC(shoal_am_request_medium(d, H_STORM_REQ, 0, buf, n, shoal_args(tag)), SHOAL_OK);
+            sent++;
+        }
+    }
+    storm_expected = sent;
+    wait_replies(sent, "storm replies");
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK(arrivals == sent, "rank %d handled %llu requests, expected %llu", me, (unsigned long long)arrivals,
+          (unsigned long long)sent);
+    free(buf);
+}
+
+/* ---- barrier: values written before a barrier are visible after it ---- */
+static void test_barrier(int iters)
+{
+    uint64_t *slots = (uint64_t *)seg_base;
+    for (int it = 1; it <= iters; it++) {
+        uint64_t v = (uint64_t)it;
+        for (int d = 0; d < np; d++)
+            CHECK_RC(shoal_am_request_long(d, H_COUNT, 0, &v, 8, seg, (size_t)me * 8, shoal_noargs), SHOAL_OK);
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+        for (int r = 0; r < np; r++)
+            CHECK(slots[r] == v, "after barrier %d rank %d's value is %llu", it, r, (unsigned long long)slots[r]);
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *test = argc > 1 ? argv[1] : "all";
+    CHECK(shoal_rank() == -1 && shoal_size() == -1, "rank/size before init");
+    CHECK_RC(shoal_am_request_short(0, 1, 0, shoal_noargs), SHOAL_ENOTINIT);
+    CHECK_RC(shoal_poll(), SHOAL_ENOTINIT);
+    CHECK_RC(shoal_barrier(), SHOAL_ENOTINIT);
+    shoal_am_register(H_SHORT_REQ, short_req);
+    shoal_am_register(H_SHORT_REP, short_rep);
+    shoal_am_register(H_MED_REQ, med_req);
+    shoal_am_register(H_MED_REP, med_rep);
+    shoal_am_register(H_LONG_REQ, long_req);
+    shoal_am_register(H_LONG_REP, long_rep);
+    shoal_am_register(H_RULES_REQ, rules_req);
+    shoal_am_register(H_RULES_REP, rules_rep);
+    shoal_am_register(H_COUNT, count_handler);
+    shoal_am_register(H_STORM_REQ, storm_req);
+    shoal_am_register(H_STORM_REP, storm_rep);
+    CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
+    me = shoal_rank();
+    np = shoal_size();
+    CHECK_RC(shoal_seg_create(4u << 20, &seg), SHOAL_OK);
+    void *base;
+    CHECK_RC(shoal_seg_local(seg, &base, &seg_bytes), SHOAL_OK);
+    seg_base = base;
+
+    int all = !strcmp(test, "all");
+    /* Counting restarts per test; the barrier keeps a fast rank's messages
+     * for the next test from arriving before the reset. */
+#define RUN(name, call)                                \
+    do {                                               \
+        if (all || !strcmp(test, name)) {              \
+            replies = 0;                               \
+            arrivals = 0;                              \
+            CHECK_RC(shoal_barrier(), SHOAL_OK);       \
+            call;                                      \
+        }                                              \
+    } while (0)
+    RUN("short", test_short());
+    RUN("medium", test_medium());
+    RUN("long", test_long());
+    RUN("rules", test_rules());
+    RUN("misuse", test_misuse());
+    RUN("barrier", test_barrier(200));
+    RUN("storm", test_storm(np > 4 ? 20 : 200));
+    if (!strcmp(test, "immediate"))
+        test_immediate();
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+    CHECK_RC(shoal_poll(), SHOAL_ENOTINIT);
+    if (me == 0)
+        printf("test_am %s passed on %d ranks\n", test, np);
+    return 0;
+}

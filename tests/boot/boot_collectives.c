@@ -1,0 +1,164 @@
+/* Every boot collective, checked for real effect: exchanged descriptors map
+ * the peers' memory, allgather results are rank-ordered (also across
+ * several messages), and a barrier keeps ranks in step.  Runs under
+ * shoalrun with any rank count, or alone as a singleton. */
+#include "boot/boot.h"
+#include "shoal.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define BARRIER_ROUNDS 50
+
+static int rank, size;
+static size_t page_len; /* room for one seen[] slot per rank */
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__,      \
+                    __LINE__, #cond);                                                  \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_OK(call)                                                                 \
+    do {                                                                               \
+        int rc_ = (call);                                                              \
+        if (rc_ != SHOAL_OK) {                                                         \
+            fprintf(stderr, "rank %d: %s failed: %s\n", rank, #call, shoal_strerror(rc_)); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+/* Page layout of each rank's shared page. */
+struct page {
+    uint64_t owner;            /* owner's rank + 1, written before the exchange */
+    volatile uint64_t round;   /* last barrier round the owner entered */
+    volatile uint64_t seen[];  /* seen[r]: written by rank r into this page */
+};
+
+static void check_info(const struct boot_info *bi)
+{
+    rank = bi->rank;
+    size = bi->size;
+    CHECK(size >= 1 && rank >= 0 && rank < size);
+    CHECK(bi->singleton == !util_config_is_set(CFG_RANK));
+    if (bi->singleton) {
+        CHECK(bi->job == NULL && size == 1);
+        return;
+    }
+    CHECK(bi->job != NULL);
+    CHECK(bi->job->magic == BOOT_JOB_MAGIC && bi->job->size == (uint32_t)size);
+    CHECK(bi->job->job_id == bi->job_id);
+    CHECK(!boot_peer_failed(NULL, NULL));
+}
+
+static struct page **exchange_pages(void)
+{
+    page_len = (sizeof(struct page) + sizeof(uint64_t) * (size_t)size + 4095) & ~(size_t)4095;
+    int fd = memfd_create("boot-test", MFD_CLOEXEC);
+    CHECK(fd >= 0 && ftruncate(fd, page_len) == 0);
+    struct page *mine = mmap(NULL, page_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(mine != MAP_FAILED);
+    mine->owner = (uint64_t)rank + 1;
+
+    int *fds = calloc((size_t)size, sizeof *fds);
+    struct page **pages = calloc((size_t)size, sizeof *pages);
+    CHECK(fds && pages);
+    CHECK_OK(boot_exchange_fd(fd, fds));
+    for (int r = 0; r < size; r++) {
+        pages[r] = mmap(NULL, page_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[r], 0);
+        CHECK(pages[r] != MAP_FAILED);
+        CHECK(pages[r]->owner == (uint64_t)r + 1);
+        close(fds[r]);
+    }
+    close(fd);
+    munmap(mine, page_len);
+    free(fds);
+    return pages;
+}
+
+/* Each rank writes into every peer's page, then after a barrier finds every
+ * peer's mark in its own: the descriptors really share memory. */
+static void check_cross_writes(struct page **pages)
+{
+    for (int r = 0; r < size; r++)
+        pages[r]->seen[rank] = (uint64_t)rank + 100;
+    CHECK_OK(boot_barrier());
+    for (int r = 0; r < size; r++)
+        CHECK(pages[rank]->seen[r] == (uint64_t)r + 100);
+}
+
+/* A barrier that let anyone through early would show a peer still in an
+ * earlier round. */
+static void check_barrier_rounds(struct page **pages)
+{
+    for (uint64_t round = 1; round <= BARRIER_ROUNDS; round++) {
+        pages[rank]->round = round;
+        CHECK_OK(boot_barrier());
+        for (int r = 0; r < size; r++)
+            CHECK(pages[r]->round >= round);
+    }
+}
+
+static unsigned char pattern(int r, size_t i)
+{
+    return (unsigned char)(r * 31 + (int)(i % 251) + 7);
+}
+
+static void check_allgather(size_t len)
+{
+    unsigned char *mine = malloc(len ? len : 1);
+    unsigned char *all = malloc(len * (size_t)size + 1);
+    CHECK(mine && all);
+    for (size_t i = 0; i < len; i++)
+        mine[i] = pattern(rank, i);
+    CHECK_OK(boot_allgather(mine, len, all));
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < len; i++)
+            CHECK(all[(size_t)r * len + i] == pattern(r, i));
+    free(mine);
+    free(all);
+}
+
+static void check_pids(const struct boot_info *bi)
+{
+    int32_t mine = (int32_t)getpid();
+    int32_t *pids = calloc((size_t)size, sizeof *pids);
+    CHECK(pids);
+    CHECK_OK(boot_allgather(&mine, sizeof mine, pids));
+    CHECK(pids[rank] == mine);
+    /* After a collective every rank's HELLO has been handled. */
+    for (int r = 0; r < size && bi->job; r++)
+        CHECK(bi->job->pid[r] == pids[r]);
+    free(pids);
+}
+
+int main(void)
+{
+    struct boot_info bi;
+    CHECK_OK(boot_init(&bi));
+    check_info(&bi);
+    CHECK(boot_init(&bi) == SHOAL_EINIT);
+    check_pids(&bi);
+    struct page **pages = exchange_pages();
+    check_cross_writes(pages);
+    check_barrier_rounds(pages);
+    check_allgather(0);
+    check_allgather(3);
+    /* Above one message's payload in the result, and for few ranks in each
+     * contribution too. */
+    check_allgather(size <= 8 ? 200000 : 700);
+    for (int r = 0; r < size; r++)
+        munmap(pages[r], page_len);
+    free(pages);
+    CHECK(!boot_peer_failed(NULL, NULL));
+    boot_finalize();
+    printf("rank %d of %d: boot collectives ok\n", rank, size);
+    return 0;
+}

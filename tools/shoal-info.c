@@ -1,0 +1,63 @@
+/* shoal-info: what this build contains and how it is configured. */
+#include "am/am.h"
+#include "shm/shm.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_settings(void)
+{
+    size_t n;
+    const struct util_cfg_entry *t = util_config_table(&n);
+    printf("\nSettings (environment; * = set now):\n");
+    for (size_t i = 0; i < n; i++) {
+        int set = util_config_is_set((enum util_cfg_id)i);
+        printf("  %c %-22s default \"%s\"%s%s%s\n      %s\n", set ? '*' : ' ', t[i].name, t[i].default_str,
+               set ? ", now \"" : "", set ? util_config_str((enum util_cfg_id)i) : "", set ? "\"" : "",
+               t[i].meaning);
+    }
+}
+
+static void print_geometry(int nranks)
+{
+    uint32_t slots = shm_default_ring_slots(nranks);
+    printf("\nshm queue geometry for %d ranks on a host:\n", nranks);
+    printf("  slot size            %u bytes (control word + 56 bytes)\n", RING_SLOT_BYTES);
+    printf("  inline in one slot   %u argument words, or 56 bytes of args + payload\n", 7u);
+    printf("  ring depth           %u slots (%u KiB) per sender, per class (request, reply)\n", slots,
+           slots * RING_SLOT_BYTES / 1024);
+    printf("  inbox per rank       %zu KiB\n", shm_region_bytes(nranks, slots) / 1024);
+    printf("  medium limit         %zu bytes\n", am_medium_limit(slots));
+    printf("  max arguments        %u x 64-bit\n", SHOAL_AM_MAX_ARGS);
+    printf("  handlers             %u user indices\n", SHOAL_AM_MAX_HANDLERS);
+}
+
+int main(int argc, char **argv)
+{
+    int nranks = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            nranks = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: shoal-info [-n RANKS]   (queue geometry shown for RANKS ranks, default 2)\n");
+            return 2;
+        }
+    }
+    if (nranks < 1) {
+        fprintf(stderr, "shoal-info: -n needs a positive rank count\n");
+        return 2;
+    }
+    int rc = util_config_load();
+    printf("shoal %s\n", SHOAL_VERSION_STRING);
+    printf("transports compiled in: shm (cachable-queue rings, memfd segments)\n");
+    printf("launch: shoalrun (local processes)\n");
+    print_settings();
+    if (rc) {
+        printf("\nconfiguration error: %s (see the message above)\n", shoal_strerror(rc));
+        return 1;
+    }
+    print_geometry(nranks);
+    return 0;
+}
