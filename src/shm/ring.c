@@ -1,9 +1,16 @@
 /* Cachable queue: the parts off the fast path. */
 #include "shm/ring.h"
+#include "shoal.h"
 
-void ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
+#include <stdlib.h>
+
+int ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
 {
     memset(tx, 0, sizeof *tx);
+    /* zeroed slots hold parity-0 control words, which is what 0 records */
+    tx->held = calloc(nslots, 1);
+    if (!tx->held)
+        return SHOAL_ENOMEM;
     tx->nslots = nslots;
     tx->mask = nslots - 1;
     tx->shift = (unsigned)__builtin_ctz(nslots);
@@ -11,6 +18,13 @@ void ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head 
     tx->head = head;
     tx->shadow_head = atomic_load_explicit(&head->head, memory_order_acquire);
     tx->tail = tx->shadow_head;
+    return SHOAL_OK;
+}
+
+void ring_tx_fini(struct ring_tx *tx)
+{
+    free(tx->held);
+    tx->held = NULL;
 }
 
 void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
@@ -44,7 +58,8 @@ struct ring_slot *ring_tx_reserve_slow(struct ring_tx *tx, uint32_t m)
         /* The pad's body is never read, so only its control word is written. */
         struct ring_slot *first = &tx->slots[idx];
         uint64_t next = tx->tail + pad;
-        atomic_store_explicit(&tx->slots[0].ctl, ring_sense(next, tx->shift) ^ 1u, memory_order_relaxed);
+        tx->held[idx] = (uint8_t)ring_sense(tx->tail, tx->shift);
+        ring_tx_guard(tx, next);
         atomic_store_explicit(&first->ctl, ring_ctl(tx->tail, tx->shift, RING_TYPE_PAD, pad, 0),
                               memory_order_release);
         tx->tail = next;

@@ -8,10 +8,13 @@
  *   parity of that slot's absolute index (1 on pass 0, 0 on pass 1, ...).
  *   The receiver never writes a slot; memory starts zeroed = invalid.
  * - Variable-size entries: before publishing a message at [t, t+m), the
- *   sender also writes an invalid control word at slot t+m, so stale body
- *   bytes of an older message can never be read as a valid header there.
- *   That costs one reserved slot (the thesis's empty-entry removal is only
- *   worth it for fixed-size entries; docs/SHM_QUEUE.md explains).
+ *   sender makes sure slot t+m cannot look valid: if what it last wrote
+ *   there was body bytes (or a control word of the same pass parity), it
+ *   writes an invalid control word there first.  The sender remembers what
+ *   each slot holds, so a stream of one-slot messages never writes a marker
+ *   and touches one line per message.  The marker costs one reserved slot
+ *   (the thesis's empty-entry removal only pays for fixed-size entries;
+ *   docs/SHM_QUEUE.md explains).
  * - Lazy pointer: the sender keeps shadow_head and rereads the shared head
  *   only when the shadow says the message does not fit.
  * - The shared head is an absolute 64-bit slot count (it encodes index and
@@ -61,8 +64,13 @@ struct ring_tx {
     unsigned shift;       /* log2(nslots) */
     struct ring_slot *slots;
     struct ring_head *head;
+    /* What each slot holds, as this sender last wrote it: a control word of
+     * parity 0 or 1, or RING_SLOT_BODY. */
+    uint8_t *held;
     uint64_t full_events; /* times the ring was found full */
 };
+
+#define RING_SLOT_BODY 2u
 
 /* Receiver-private state. */
 struct ring_rx {
@@ -100,7 +108,9 @@ static inline uint32_t ring_max_msg_slots(uint32_t nslots)
     return m < RING_MAX_MSG_SLOTS ? m : RING_MAX_MSG_SLOTS;
 }
 
-void ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots);
+/* ring_tx_init allocates the sender's slot bookkeeping: SHOAL_ENOMEM. */
+int ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots);
+void ring_tx_fini(struct ring_tx *tx);
 void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots);
 
 /* Slow path of ring_tx_reserve: refresh the shadow head and insert a pad. */
@@ -119,12 +129,32 @@ static inline struct ring_slot *ring_tx_reserve(struct ring_tx *tx, uint32_t m)
 
 /* Publishes the m-slot message at the slot ring_tx_reserve returned.  The
  * body must already be written; tag is the upper layer's 44 bits. */
+/* Before a message ending at `next` is published: slot `next` must hold a
+ * control word of the wrong parity for its pass, so the receiver waits there. */
+static inline void ring_tx_guard(struct ring_tx *tx, uint64_t next)
+{
+    uint32_t q = (uint32_t)next & tx->mask;
+    uint8_t invalid = (uint8_t)(ring_sense(next, tx->shift) ^ 1u);
+    if (UTIL_LIKELY(tx->held[q] == invalid))
+        return;
+    atomic_store_explicit(&tx->slots[q].ctl, invalid, memory_order_relaxed);
+    tx->held[q] = invalid;
+}
+
+/* Records that [first, first+m) now holds a header then body bytes. */
+static inline void ring_tx_note(struct ring_tx *tx, uint64_t first, uint32_t m)
+{
+    uint32_t i = (uint32_t)first & tx->mask;
+    tx->held[i] = (uint8_t)ring_sense(first, tx->shift);
+    if (m > 1)
+        memset(&tx->held[i + 1], RING_SLOT_BODY, m - 1);
+}
+
 static inline void ring_tx_commit(struct ring_tx *tx, struct ring_slot *first, uint32_t m, uint64_t tag)
 {
     uint64_t next = tx->tail + m;
-    struct ring_slot *marker = &tx->slots[(uint32_t)next & tx->mask];
-    /* invalid for the pass `next` is in: cleared before the header shows */
-    atomic_store_explicit(&marker->ctl, ring_sense(next, tx->shift) ^ 1u, memory_order_relaxed);
+    ring_tx_note(tx, tx->tail, m);
+    ring_tx_guard(tx, next);
     atomic_store_explicit(&first->ctl, ring_ctl(tx->tail, tx->shift, RING_TYPE_MSG, m, tag),
                           memory_order_release);
     tx->tail = next;

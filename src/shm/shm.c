@@ -184,9 +184,11 @@ int shm_init(struct shm_state *st, int rank, int nranks)
         return rc;
     for (int peer = 0; peer < nranks; peer++) {
         for (unsigned c = 0; c < SHM_CLASSES; c++) {
-            ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
-                         ring_base(st->regions[peer], nranks, st->ring_slots, rank, c),
-                         ring_head_of(st->regions[peer], rank, c), st->ring_slots);
+            rc = ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
+                              ring_base(st->regions[peer], nranks, st->ring_slots, rank, c),
+                              ring_head_of(st->regions[peer], rank, c), st->ring_slots);
+            if (rc)
+                return rc;
             ring_rx_init(&st->rx[(size_t)peer * SHM_CLASSES + c],
                          ring_base(mine, nranks, st->ring_slots, peer, c),
                          ring_head_of(mine, peer, c), st->ring_slots);
@@ -201,6 +203,8 @@ void shm_fini(struct shm_state *st)
         if (st->regions[r])
             munmap(st->regions[r], st->region_bytes);
     free(st->regions);
+    for (size_t i = 0; st->tx && i < (size_t)st->nranks * SHM_CLASSES; i++)
+        ring_tx_fini(&st->tx[i]);
     free(st->tx);
     free(st->rx);
     memset(st, 0, sizeof *st);

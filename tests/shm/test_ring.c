@@ -24,26 +24,38 @@ static void test_ring_init(struct test_ring *r, uint32_t nslots)
     r->slots = aligned_alloc(RING_SLOT_BYTES, (size_t)nslots * RING_SLOT_BYTES);
     CHECK(r->slots, "out of memory");
     memset(r->slots, 0, (size_t)nslots * RING_SLOT_BYTES);
-    ring_tx_init(&r->tx, r->slots, &r->head, nslots);
+    CHECK(ring_tx_init(&r->tx, r->slots, &r->head, nslots) == SHOAL_OK, "ring_tx_init");
     ring_rx_init(&r->rx, r->slots, &r->head, nslots);
 }
 
-/* Message body: 8 bytes per slot-word, each word = seq * 1000003 + i, so a
- * torn or stale body is detected. */
-static void fill(struct ring_slot *s, uint32_t m, uint64_t seq)
+/* Body word i of message seq.  Words that start a slot hold a control word
+ * that would be valid on the ring's next pass: if the sender ever let stale
+ * body bytes stand where the receiver looks for a header, the receiver would
+ * take them for a message and the order check would fail. */
+static uint64_t body_word(const struct test_ring *r, uint64_t first, uint64_t seq, size_t i)
 {
-    uint64_t *w = s->body;
-    size_t words = (size_t)m * 8 - 1;
-    for (size_t i = 0; i < words; i++)
-        w[i] = seq * 1000003u + i;
+    if ((i + 1) % 8 == 0) {
+        uint64_t slot = first + (i + 1) / 8;
+        return ring_ctl(slot + r->nslots, r->tx.shift, RING_TYPE_MSG, 1, 0xbadull);
+    }
+    return seq * 1000003u + i;
 }
 
-static void verify(const struct ring_slot *s, uint32_t m, uint64_t seq)
+static void fill(struct test_ring *r, struct ring_slot *s, uint32_t m, uint64_t seq)
 {
-    const uint64_t *w = s->body;
+    uint64_t first = r->tx.tail; /* reserve has already stepped over any pad */
     size_t words = (size_t)m * 8 - 1;
     for (size_t i = 0; i < words; i++)
-        CHECK(w[i] == seq * 1000003u + i, "message %llu word %zu corrupt", (unsigned long long)seq, i);
+        s->body[i] = body_word(r, first, seq, i);
+}
+
+static void verify(const struct test_ring *r, const struct ring_slot *s, uint32_t m, uint64_t seq)
+{
+    uint64_t first = r->rx.head;
+    size_t words = (size_t)m * 8 - 1;
+    for (size_t i = 0; i < words; i++)
+        CHECK(s->body[i] == body_word(r, first, seq, i), "message %llu word %zu corrupt",
+              (unsigned long long)seq, i);
 }
 
 static int try_send(struct test_ring *r, uint32_t m, uint64_t seq)
@@ -51,7 +63,7 @@ static int try_send(struct test_ring *r, uint32_t m, uint64_t seq)
     struct ring_slot *s = ring_tx_reserve(&r->tx, m);
     if (!s)
         return 0;
-    fill(s, m, seq);
+    fill(r, s, m, seq);
     ring_tx_commit(&r->tx, s, m, seq & ((1ull << 44) - 1));
     return 1;
 }
@@ -65,7 +77,7 @@ static int try_recv(struct test_ring *r, uint64_t want_seq, uint32_t *m_out)
     uint32_t m = ring_ctl_slots(ctl);
     CHECK(ring_ctl_tag(ctl) == (want_seq & ((1ull << 44) - 1)), "out of order: got tag %llu want %llu",
           (unsigned long long)ring_ctl_tag(ctl), (unsigned long long)want_seq);
-    verify(s, m, want_seq);
+    verify(r, s, m, want_seq);
     ring_rx_release(&r->rx, m);
     if (m_out)
         *m_out = m;
@@ -93,6 +105,7 @@ static void test_full_and_wrap(uint32_t nslots)
     CHECK(recvd == sent, "received %llu of %llu", (unsigned long long)recvd, (unsigned long long)sent);
     CHECK(!try_recv(&r, recvd, NULL), "empty ring returned a message");
     free(r.slots);
+    ring_tx_fini(&r.tx);
 }
 
 /* Every message size from 1 slot to the maximum, many passes, so every
@@ -117,6 +130,7 @@ static void test_every_size(uint32_t nslots)
     CHECK(!try_send(&r, maxm, seq + 1), "two max messages fit a ring of %u", nslots);
     CHECK(try_recv(&r, seq, NULL), "max message lost");
     free(r.slots);
+    ring_tx_fini(&r.tx);
 }
 
 struct stress {
@@ -179,6 +193,7 @@ static void test_concurrent(int nprod, uint32_t nslots, uint64_t per_prod)
     for (int i = 0; i < nprod; i++) {
         pthread_join(th[i], NULL);
         free(rings[i].slots);
+        ring_tx_fini(&rings[i].tx);
     }
     free(rings);
     free(args);
