@@ -5,6 +5,7 @@
 #include "../common/check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,10 +156,12 @@ static void *producer(void *arg)
     uint32_t maxm = ring_max_msg_slots(r->nslots);
     double t0 = test_now();
     for (uint64_t seq = 0; seq < s->per_prod;) {
-        if (try_send(r, msg_size(seq, maxm), seq))
+        if (try_send(r, msg_size(seq, maxm), seq)) {
             seq++;
-        else
+        } else {
+            sched_yield(); /* more threads than cores: let the consumer run */
             TEST_DEADLINE(t0, 60, "ring space");
+        }
     }
     return NULL;
 }
@@ -180,6 +183,7 @@ static void test_concurrent(int nprod, uint32_t nslots, uint64_t per_prod)
     uint64_t total = 0, want = (uint64_t)nprod * per_prod;
     double t0 = test_now();
     while (total < want) {
+        uint64_t before = total;
         for (int i = 0; i < nprod; i++) {
             uint32_t maxm = ring_max_msg_slots(nslots), got;
             while (next[i] < per_prod && try_recv(&rings[i], next[i], &got)) {
@@ -188,6 +192,8 @@ static void test_concurrent(int nprod, uint32_t nslots, uint64_t per_prod)
                 total++;
             }
         }
+        if (total == before)
+            sched_yield();
         TEST_DEADLINE(t0, 60, "messages from producers");
     }
     for (int i = 0; i < nprod; i++) {
