@@ -61,7 +61,7 @@ SHOAL_API int shoal_finalize(void);
 SHOAL_API int shoal_rank(void);
 SHOAL_API int shoal_size(void);
 
-/* Ends the whole job: prints "rank R on HOST aborted: msg" and makes the
+/* Ends the whole job: prints "shoal: rank R on HOST: fatal: msg" and makes the
  * launcher end every other rank with a non-zero exit.  Never returns. */
 SHOAL_API _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

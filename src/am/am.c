@@ -72,15 +72,15 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
     unsigned nargs = (unsigned)(tag >> 10) & 31u;
     enum am_kind kind = (enum am_kind)((tag >> 15) & 3u);
     uint64_t extra = tag >> 17;
-    const uint64_t *args = s->body;
+    const uint64_t *args = ring_msg_body(s);
     void *buf = NULL;
     size_t n = 0;
 
     if (kind == AM_MEDIUM) {
-        buf = (void *)&s->body[nargs];
+        buf = (void *)&args[nargs];
         n = (size_t)extra;
     } else if (kind == AM_LONG) {
-        uint64_t off = s->body[nargs], len = s->body[nargs + 1];
+        uint64_t off = args[nargs], len = args[nargs + 1];
         const struct am_segment *seg = extra < AM_MAX_SEGMENTS ? &am.segs[extra] : NULL;
         /* the sender checked the bounds; a mismatch here means corruption */
         if (!seg || !seg->used || off > seg->sizes[am.rank] || len > seg->sizes[am.rank] - off)
@@ -164,7 +164,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         if (rc)
             return rc;
     }
-    uint64_t *body = slot->body;
+    uint64_t *body = ring_msg_body(slot);
     for (unsigned i = 0; i < nargs; i++)
         body[i] = args[i];
     uint64_t extra = 0;

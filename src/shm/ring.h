@@ -49,6 +49,13 @@ struct ring_slot {
     uint64_t body[7];
 } __attribute__((aligned(RING_SLOT_BYTES)));
 
+/* A message's bytes after its control word.  Messages span several slots,
+ * so the body is addressed from the slot's start, not through body[]. */
+static inline uint64_t *ring_msg_body(const struct ring_slot *s)
+{
+    return (uint64_t *)((uintptr_t)s + sizeof(uint64_t));
+}
+
 /* The consumer's published head, alone in its block. */
 struct ring_head {
     _Atomic uint64_t head;

@@ -8,12 +8,12 @@
 
 static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_LOG] = {"SHOAL_LOG", "warn", "log level: error, warn, info, debug, trace"},
-    [CFG_STRICT] = {"SHOAL_STRICT", "0",
+    [CFG_STRICT] = {"SHOAL_STRICT", "",
                     "1: abort with a message on handler-rule violations instead of returning SHOAL_EHANDLER (unset: 1 in debug builds, 0 in release)"},
     [CFG_SHM_RING_SLOTS] = {"SHOAL_SHM_RING_SLOTS", "0",
-                            "64-byte slots per shm ring, a power of two; 0 picks 4096 for up to 8 ranks per host, fewer above"},
+                            "64-byte slots per shm ring, a power of two >= 64; 0 picks 4096 up to 16 ranks per host, fewer above"},
     [CFG_SHM_MEDIUM_MAX] = {"SHOAL_SHM_MEDIUM_MAX", "65536",
-                            "largest medium AM payload in bytes (capped at a quarter of a ring)"},
+                            "largest medium AM payload in bytes (capped so a message with 16 arguments fits in half a ring)"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
                   "pause-loop iterations before a wait yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
@@ -57,7 +57,7 @@ static int validate(enum util_cfg_id id, const char *v)
     case CFG_TRANSPORT:
         return strcmp(v, "shm") ? -1 : 0;
     case CFG_STRICT:
-        return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+        return (v[0] && strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_SHM_RING_SLOTS:
         if (parse_int(v, &n) || n < 0 || n > (1 << 20) || (n & (n - 1)))
             return -1;

@@ -47,7 +47,7 @@ static void fill(struct test_ring *r, struct ring_slot *s, uint32_t m, uint64_t 
     uint64_t first = r->tx.tail; /* reserve has already stepped over any pad */
     size_t words = (size_t)m * 8 - 1;
     for (size_t i = 0; i < words; i++)
-        s->body[i] = body_word(r, first, seq, i);
+        ring_msg_body(s)[i] = body_word(r, first, seq, i);
 }
 
 static void verify(const struct test_ring *r, const struct ring_slot *s, uint32_t m, uint64_t seq)
@@ -55,7 +55,7 @@ static void verify(const struct test_ring *r, const struct ring_slot *s, uint32_
     uint64_t first = r->rx.head;
     size_t words = (size_t)m * 8 - 1;
     for (size_t i = 0; i < words; i++)
-        CHECK(s->body[i] == body_word(r, first, seq, i), "message %llu word %zu corrupt",
+        CHECK(ring_msg_body(s)[i] == body_word(r, first, seq, i), "message %llu word %zu corrupt",
               (unsigned long long)seq, i);
 }
 
@@ -170,7 +170,8 @@ static void *producer(void *arg)
  * the shape of one rank's inbox. */
 static void test_concurrent(int nprod, uint32_t nslots, uint64_t per_prod)
 {
-    struct test_ring *rings = calloc((size_t)nprod, sizeof *rings);
+    /* struct ring_head wants 128-byte alignment, which calloc does not give */
+    struct test_ring *rings = aligned_alloc(RING_HEAD_BLOCK, (size_t)nprod * sizeof *rings);
     struct stress *args = calloc((size_t)nprod, sizeof *args);
     pthread_t *th = calloc((size_t)nprod, sizeof *th);
     uint64_t *next = calloc((size_t)nprod, sizeof *next);
