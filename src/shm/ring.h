@@ -82,6 +82,8 @@ struct ring_tx {
 /* Receiver-private state. */
 struct ring_rx {
     uint64_t head;
+    uint64_t published; /* the head value last stored to shared->head */
+    uint32_t publish_batch;
     uint32_t nslots;
     uint32_t mask;
     unsigned shift;
@@ -173,8 +175,14 @@ static inline const struct ring_slot *ring_rx_peek(struct ring_rx *rx, uint64_t 
     for (;;) {
         const struct ring_slot *s = &rx->slots[(uint32_t)rx->head & rx->mask];
         uint64_t ctl = atomic_load_explicit(&((struct ring_slot *)s)->ctl, memory_order_acquire);
-        if ((ctl & 1u) != ring_sense(rx->head, rx->shift) || ring_ctl_type(ctl) == RING_TYPE_MARKER)
+        if ((ctl & 1u) != ring_sense(rx->head, rx->shift) || ring_ctl_type(ctl) == RING_TYPE_MARKER) {
+            /* idle: hand every freed slot back, the sender may be waiting */
+            if (rx->published != rx->head) {
+                rx->published = rx->head;
+                atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
+            }
             return NULL;
+        }
         if (UTIL_LIKELY(ring_ctl_type(ctl) == RING_TYPE_MSG)) {
             *ctl_out = ctl;
             return s;
@@ -183,11 +191,17 @@ static inline const struct ring_slot *ring_rx_peek(struct ring_rx *rx, uint64_t 
     }
 }
 
-/* Frees the message at head (after its handler returned). */
+/* Frees the message at head (after its handler returned).  The shared head
+ * is stored once per publish_batch slots, or when the ring runs empty:
+ * storing it per message makes a sender that has filled the ring reread it
+ * per message, and the head line then bounces once per message. */
 static inline void ring_rx_release(struct ring_rx *rx, uint32_t m)
 {
     rx->head += m;
-    atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
+    if (rx->head - rx->published >= rx->publish_batch) {
+        rx->published = rx->head;
+        atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
+    }
 }
 
 #endif

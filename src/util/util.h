@@ -76,6 +76,7 @@ static inline void util_cpu_relax(void)
 /* A wait loop's back-off: spin SHOAL_SPIN times, then sched_yield, then
  * short sleeps, so oversubscribed jobs never livelock. */
 struct util_backoff { uint32_t spins; uint32_t limit; };
+#define UTIL_BACKOFF_HOT 4096u /* polls without pause before pausing */
 void util_backoff_init(struct util_backoff *b);
 void util_backoff_wait(struct util_backoff *b);
 
