@@ -15,7 +15,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_SHM_MEDIUM_MAX] = {"SHOAL_SHM_MEDIUM_MAX", "65536",
                             "largest medium AM payload in bytes (capped so a message with 16 arguments fits in half a ring)"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
-                  "pause-loop iterations before a wait yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
+                  "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
     [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "shm", "transport between ranks: shm (the only one in this build)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
