@@ -108,9 +108,9 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
 /* Bounded per ring per call, so one busy sender cannot starve the rest. */
 #define AM_POLL_BATCH 64u
 
-static unsigned am_poll_ring(int src, enum am_class cls)
+static inline __attribute__((always_inline)) unsigned am_poll_ring(struct ring_rx *rx, int src,
+                                                                  enum am_class cls)
 {
-    struct ring_rx *rx = &am.shm->rx[(size_t)src * SHM_CLASSES + cls];
     unsigned done = 0;
     uint64_t ctl;
     const struct ring_slot *s;
@@ -125,10 +125,11 @@ static unsigned am_poll_ring(int src, enum am_class cls)
 unsigned am_poll(int replies_only)
 {
     unsigned done = 0;
-    for (int p = 0; p < am.nranks; p++) {
-        done += am_poll_ring(p, AM_REP);
+    struct ring_rx *rx = am.shm->rx;
+    for (int p = 0; p < am.nranks; p++, rx += SHM_CLASSES) {
+        done += am_poll_ring(&rx[AM_REP], p, AM_REP);
         if (!replies_only)
-            done += am_poll_ring(p, AM_REQ);
+            done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
     return done;
 }

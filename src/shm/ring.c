@@ -38,6 +38,7 @@ void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head 
     rx->head = atomic_load_explicit(&head->head, memory_order_relaxed);
     rx->published = rx->head;
     rx->publish_batch = nslots / 16 ? nslots / 16 : 1;
+    ring_rx_advance(rx, 0);
 }
 
 static int ring_fits(const struct ring_tx *tx, uint32_t need)

@@ -81,6 +81,9 @@ struct ring_tx {
 
 /* Receiver-private state. */
 struct ring_rx {
+    /* hot: what an empty poll touches */
+    struct ring_slot *cur; /* the slot at head */
+    uint64_t want;         /* sense a valid control word at cur has */
     uint64_t head;
     uint64_t published; /* the head value last stored to shared->head */
     uint32_t publish_batch;
@@ -169,25 +172,36 @@ static inline void ring_tx_commit(struct ring_tx *tx, struct ring_slot *first, u
     tx->tail = next;
 }
 
+/* Moves the receiver's head forward by m slots. */
+static inline void ring_rx_advance(struct ring_rx *rx, uint32_t m)
+{
+    rx->head += m;
+    rx->cur = &rx->slots[(uint32_t)rx->head & rx->mask];
+    rx->want = ring_sense(rx->head, rx->shift);
+}
+
+/* Hands every freed slot back to the sender. */
+static inline void ring_rx_publish(struct ring_rx *rx)
+{
+    rx->published = rx->head;
+    atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
+}
+
 /* The message at the receiver's head, or NULL.  Pads are consumed here. */
 static inline const struct ring_slot *ring_rx_peek(struct ring_rx *rx, uint64_t *ctl_out)
 {
     for (;;) {
-        const struct ring_slot *s = &rx->slots[(uint32_t)rx->head & rx->mask];
-        uint64_t ctl = atomic_load_explicit(&((struct ring_slot *)s)->ctl, memory_order_acquire);
-        if ((ctl & 1u) != ring_sense(rx->head, rx->shift) || ring_ctl_type(ctl) == RING_TYPE_MARKER) {
-            /* idle: hand every freed slot back, the sender may be waiting */
-            if (rx->published != rx->head) {
-                rx->published = rx->head;
-                atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
-            }
+        uint64_t ctl = atomic_load_explicit(&rx->cur->ctl, memory_order_acquire);
+        if ((ctl & 1u) != rx->want || ring_ctl_type(ctl) == RING_TYPE_MARKER) {
+            if (UTIL_UNLIKELY(rx->published != rx->head))
+                ring_rx_publish(rx); /* idle: the sender may be waiting for room */
             return NULL;
         }
         if (UTIL_LIKELY(ring_ctl_type(ctl) == RING_TYPE_MSG)) {
             *ctl_out = ctl;
-            return s;
+            return rx->cur;
         }
-        rx->head += ring_ctl_slots(ctl); /* pad: jump to the next pass */
+        ring_rx_advance(rx, ring_ctl_slots(ctl)); /* pad: jump to the next pass */
     }
 }
 
@@ -197,11 +211,9 @@ static inline const struct ring_slot *ring_rx_peek(struct ring_rx *rx, uint64_t 
  * per message, and the head line then bounces once per message. */
 static inline void ring_rx_release(struct ring_rx *rx, uint32_t m)
 {
-    rx->head += m;
-    if (rx->head - rx->published >= rx->publish_batch) {
-        rx->published = rx->head;
-        atomic_store_explicit(&rx->shared->head, rx->head, memory_order_release);
-    }
+    ring_rx_advance(rx, m);
+    if (rx->head - rx->published >= rx->publish_batch)
+        ring_rx_publish(rx);
 }
 
 #endif

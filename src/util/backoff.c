@@ -22,23 +22,18 @@ void util_backoff_init(struct util_backoff *b)
     b->limit = spin_limit;
 }
 
-void util_backoff_wait(struct util_backoff *b)
+void util_backoff_slow(struct util_backoff *b)
 {
-    if (b->spins < b->limit) {
-        /* No pause at first: on Zen and Skylake+ a pause costs 60-140
-         * cycles, which would be added to the latency of the message that
-         * arrives during it.  Each poll is itself a few loads. */
-        if (++b->spins > UTIL_BACKOFF_HOT)
-            util_cpu_relax();
+    b->spins++;
+    if (b->spins <= b->limit) {
+        util_cpu_relax();
         return;
     }
     /* Past the spin budget: give the core to a rank that can make progress.
      * After many yields, sleep briefly so a descheduled peer gets the CPU even
      * under a scheduler that keeps re-picking us. */
-    b->spins++;
-    if (b->spins < b->limit + 1000) {
+    if (b->spins < b->limit + 1000)
         sched_yield();
-    } else {
+    else
         usleep(50);
-    }
 }
