@@ -21,6 +21,19 @@ static inline size_t am_header_bytes(unsigned nargs, enum am_kind kind)
     return 8 + 8 * (size_t)nargs + (kind == AM_LONG ? 16 : 0);
 }
 
+/* Where a medium payload starts, in bytes from the control word.  Small
+ * payloads pack right after the arguments, so up to 56 bytes of arguments
+ * and payload share the first line; larger ones start on the next slot
+ * boundary, so the copy in and the handler's reads are line-aligned (an
+ * unaligned bulk copy writes every destination line twice). */
+#define AM_ALIGN_PAYLOAD_FROM 256u
+static inline size_t am_payload_offset(size_t hdr, size_t nbytes)
+{
+    if (nbytes < AM_ALIGN_PAYLOAD_FROM)
+        return hdr;
+    return (hdr + RING_SLOT_BYTES - 1) / RING_SLOT_BYTES * RING_SLOT_BYTES;
+}
+
 static inline uint32_t am_slots(size_t bytes)
 {
     return (uint32_t)((bytes + RING_SLOT_BYTES - 1) / RING_SLOT_BYTES);
@@ -77,8 +90,8 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
     size_t n = 0;
 
     if (kind == AM_MEDIUM) {
-        buf = (void *)&args[nargs];
         n = (size_t)extra;
+        buf = (char *)s + am_payload_offset(am_header_bytes(nargs, AM_MEDIUM), n);
     } else if (kind == AM_LONG) {
         uint64_t off = args[nargs], len = args[nargs + 1];
         const struct am_segment *seg = extra < AM_MAX_SEGMENTS ? &am.segs[extra] : NULL;
@@ -158,7 +171,8 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
 {
     struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     size_t hdr = am_header_bytes(nargs, kind);
-    uint32_t m = am_slots(hdr + (kind == AM_MEDIUM ? nbytes : 0));
+    size_t payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;
+    uint32_t m = am_slots(payload_at + (kind == AM_MEDIUM ? nbytes : 0));
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
         int rc = am_wait_for_room(tx, cls, m, flags, &slot);
@@ -170,7 +184,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[i] = args[i];
     uint64_t extra = 0;
     if (kind == AM_MEDIUM) {
-        memcpy(&body[nargs], src, nbytes);
+        memcpy((char *)slot + payload_at, src, nbytes);
         extra = nbytes;
     } else if (kind == AM_LONG) {
         memcpy((char *)am.segs[seg].bases[dest] + offset, src, nbytes);
@@ -351,7 +365,7 @@ int am_init(struct shm_state *shm, int rank, int nranks)
 size_t am_medium_limit(uint32_t ring_slots)
 {
     size_t ring_max = (size_t)ring_max_msg_slots(ring_slots) * RING_SLOT_BYTES -
-                      am_header_bytes(SHOAL_AM_MAX_ARGS, AM_MEDIUM);
+                      am_payload_offset(am_header_bytes(SHOAL_AM_MAX_ARGS, AM_MEDIUM), AM_ALIGN_PAYLOAD_FROM);
     size_t cfg = (size_t)util_config_int(CFG_SHM_MEDIUM_MAX);
     size_t lim = cfg < ring_max ? cfg : ring_max;
     return lim < (1u << 27) ? lim : (1u << 27) - 1; /* the tag's length field */
