@@ -85,6 +85,7 @@ static void med_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
 {
     CHECK(na == 1 && a[0] == n, "medium length %zu, sender said %llu", n, (unsigned long long)a[0]);
     CHECK(((uintptr_t)buf & 7u) == 0, "medium payload not 8-byte aligned");
+    CHECK(n < 256 || ((uintptr_t)buf & 63u) == 0, "medium payload of %zu bytes not 64-byte aligned", n);
     expect(buf, n, n + (uint64_t)shoal_token_source(t), "medium request payload");
     fill(buf, n, n + 1); /* the buffer is the handler's to use */
     CHECK_RC(shoal_am_reply_medium(t, H_MED_REP, 0, buf, n, shoal_args(n)), SHOAL_OK);
