@@ -3,9 +3,20 @@
 job within the deadline, with a message naming it, and leaves /dev/shm as
 it was.  Usage: check_kill.py SHOALRUN TEST_KILL NRANKS MODE DEADLINE_S"""
 import os
+import shutil
 import subprocess
 import sys
 import time
+
+# Other programs on the machine (an MPI benchmark, say) may create files in
+# /dev/shm while this runs.  As root, rerun inside a private mount namespace
+# with its own empty /dev/shm, so whatever appears there is this job's.
+if os.geteuid() == 0 and os.environ.get("SHOAL_CHECK_KILL_NS") != "1" and shutil.which("unshare"):
+    os.environ["SHOAL_CHECK_KILL_NS"] = "1"
+    script = 'mount -t tmpfs shoal-test-shm /dev/shm && exec "$0" "$@"'
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                        sys.executable] + sys.argv)
+    sys.exit(r.returncode)
 
 shoalrun, prog, nranks, mode, deadline = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 victim = int(nranks) - 1
