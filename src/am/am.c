@@ -245,6 +245,17 @@ static int am_check_payload(const void *src, size_t nbytes)
     return SHOAL_OK;
 }
 
+static int am_check_medium(const void *src, size_t nbytes)
+{
+    return nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+}
+
+static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const void *src, size_t nbytes)
+{
+    int rc = am_check_long(dest, seg, offset, nbytes);
+    return rc ? rc : am_check_payload(src, nbytes);
+}
+
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
     int rc = am_check_request(dest, handler, nargs, "shoal_am_request_short");
@@ -258,7 +269,7 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
 {
     int rc = am_check_request(dest, handler, nargs, "shoal_am_request_medium");
     if (!rc)
-        rc = nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+        rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
@@ -269,9 +280,7 @@ int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void
 {
     int rc = am_check_request(dest, handler, nargs, "shoal_am_request_long");
     if (!rc)
-        rc = am_check_long(dest, seg, offset, nbytes);
-    if (!rc)
-        rc = am_check_payload(src, nbytes);
+        rc = am_check_long_payload(dest, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_send(dest, AM_REQ, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg, offset, nargs, args);
@@ -300,7 +309,7 @@ int shoal_am_reply_medium(shoal_token_t tok, unsigned handler, unsigned flags, c
 {
     int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_medium");
     if (!rc)
-        rc = nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+        rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
@@ -311,9 +320,7 @@ int shoal_am_reply_long(shoal_token_t tok, unsigned handler, unsigned flags, con
 {
     int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_long");
     if (!rc)
-        rc = am_check_long(tok->src, seg, offset, nbytes);
-    if (!rc)
-        rc = am_check_payload(src, nbytes);
+        rc = am_check_long_payload(tok->src, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,

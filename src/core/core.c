@@ -48,6 +48,14 @@ int shoal_init(int *argc, char ***argv)
     return shoal_barrier();
 }
 
+/* Entry check of every call that blocks: initialized, and not in a handler. */
+static int core_blocking_entry(const char *call)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    return am_blocking_allowed(call);
+}
+
 /* Runs handlers until nothing is left in any ring. */
 static void core_drain(void)
 {
@@ -57,9 +65,7 @@ static void core_drain(void)
 
 int shoal_finalize(void)
 {
-    if (!initialized)
-        return SHOAL_ENOTINIT;
-    int rc = am_blocking_allowed("shoal_finalize");
+    int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
     /* After the first barrier no rank issues requests; draining then runs
@@ -97,9 +103,7 @@ _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
 
 int shoal_poll(void)
 {
-    if (!initialized)
-        return SHOAL_ENOTINIT;
-    int rc = am_blocking_allowed("shoal_poll");
+    int rc = core_blocking_entry("shoal_poll");
     if (rc)
         return rc;
     am_poll(0);
@@ -110,13 +114,11 @@ int shoal_poll(void)
 
 int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
 {
-    if (!initialized)
-        return SHOAL_ENOTINIT;
-    if (!flag)
-        return SHOAL_EINVAL;
-    int rc = am_blocking_allowed("shoal_wait_until");
+    int rc = core_blocking_entry("shoal_wait_until");
     if (rc)
         return rc;
+    if (!flag)
+        return SHOAL_EINVAL;
     struct util_backoff b;
     util_backoff_init(&b);
     while (*flag < value)
