@@ -184,7 +184,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[i] = args[i];
     uint64_t extra = 0;
     if (kind == AM_MEDIUM) {
-        memcpy((char *)slot + payload_at, src, nbytes);
+        shm_copy((char *)slot + payload_at, src, nbytes);
         extra = nbytes;
     } else if (kind == AM_LONG) {
         memcpy((char *)am.segs[seg].bases[dest] + offset, src, nbytes);

@@ -19,12 +19,36 @@ uint32_t shm_default_ring_slots(int nranks)
     long long cfg = util_config_int(CFG_SHM_RING_SLOTS);
     if (cfg > 0)
         return (uint32_t)cfg;
-    /* 4096 slots (256 KiB) keeps a 64 KiB medium plus its pad in flight
-     * twice over; past 16 ranks, shrink to hold the job near 128 MiB. */
-    uint32_t slots = 4096;
-    while (nranks > 16 && slots > 256 && (size_t)nranks * nranks * 2 * slots * RING_SLOT_BYTES > (128u << 20))
+    /* Large rings make large messages cheap: a line the sender rewrites a
+     * ring later has aged out of the receiver's caches, and writing it costs
+     * no cross-core invalidation (measured: a 64 KiB medium ping-pong 2.6x
+     * faster with 1 MiB rings than with 256 KiB ones; docs/SHM_QUEUE.md).
+     * So: the largest ring up to 16384 slots that keeps the whole job's
+     * rings within 128 MiB, never below 256 slots. */
+    uint32_t slots = 16384;
+    while (slots > 256 && (size_t)nranks * nranks * SHM_CLASSES * slots * RING_SLOT_BYTES > (128u << 20))
         slots /= 2;
     return slots;
+}
+
+/* Copies a medium payload into a ring.  glibc switches to `rep movsb` from
+ * 2 KiB (its lowest threshold), which on the AMD Zen machines measured here
+ * is up to 2x slower than its vector loop when the destination lines were
+ * last read by another core, as ring lines always were; chunks of 1 KiB keep
+ * the vector loop (docs/SHM_QUEUE.md has the numbers).  Long messages keep
+ * plain memcpy: into a segment it measured as fast or faster. */
+void shm_copy(void *dst, const void *src, size_t n)
+{
+    const size_t chunk = 1024;
+    char *d = dst;
+    const char *s = src;
+    while (n > chunk) {
+        memcpy(d, s, chunk);
+        d += chunk;
+        s += chunk;
+        n -= chunk;
+    }
+    memcpy(d, s, n);
 }
 
 static size_t rings_offset(int nranks)

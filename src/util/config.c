@@ -11,7 +11,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_STRICT] = {"SHOAL_STRICT", "",
                     "1: abort with a message on handler-rule violations instead of returning SHOAL_EHANDLER (unset: 1 in debug builds, 0 in release)"},
     [CFG_SHM_RING_SLOTS] = {"SHOAL_SHM_RING_SLOTS", "0",
-                            "64-byte slots per shm ring, a power of two >= 64; 0 picks 4096 up to 16 ranks per host, fewer above"},
+                            "64-byte slots per shm ring, a power of two >= 64; 0 picks the largest up to 16384 that keeps all rings of the job within 128 MiB (16384 up to 8 ranks per host)"},
     [CFG_SHM_MEDIUM_MAX] = {"SHOAL_SHM_MEDIUM_MAX", "65536",
                             "largest medium AM payload in bytes (capped so a message with 16 arguments fits in half a ring)"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
