@@ -102,14 +102,16 @@ static void med_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
 static void test_medium(void)
 {
     size_t max = shoal_am_max_medium();
-    CHECK(max >= 4096, "medium limit %zu below 4 KiB", max);
+    /* the default geometry promises 64 KiB; tiny test rings give less */
+    CHECK(getenv("SHOAL_SHM_RING_SLOTS") || max >= 65536, "medium limit %zu below 64 KiB", max);
     char *buf = malloc(max);
     CHECK(buf, "oom");
     size_t sizes[64];
     int ns = 0;
     const size_t fixed[] = {0, 1, 7, 8, 40, 47, 48, 49, 55, 56, 57, 63, 64, 65, 120, 121, 1000, 4096};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        sizes[ns++] = fixed[i];
+        if (fixed[i] < max)
+            sizes[ns++] = fixed[i];
     for (size_t s = 8192; s < max; s *= 2)
         sizes[ns++] = s + 3;
     sizes[ns++] = max;
