@@ -8,11 +8,22 @@
 struct am_state am = {.rank = -1};
 shoal_handler_t am_handlers[AM_MAX_INDEX];
 
-struct shoal_token {
-    int src;
-    enum am_class cls;
-    int replied;
-};
+/* A token is not an address: it is the serial number of the handler call it
+ * was made for, so a token kept past its handler (whose stack slot a later
+ * call reuses) can never pass for the current one. */
+static inline shoal_token_t am_token(uint64_t serial)
+{
+    return (shoal_token_t)(uintptr_t)serial;
+}
+
+/* The running handler call that token names, or NULL for a stale token. */
+static struct am_frame *am_frame_of(shoal_token_t tok)
+{
+    for (unsigned d = 0; d < am.depth; d++)
+        if (am_token(am.frames[d].serial) == tok)
+            return &am.frames[d];
+    return NULL;
+}
 
 /* Bytes of a message before any medium payload: control word, args, and the
  * long descriptor (offset, length). */
@@ -107,14 +118,15 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
         util_fatal("%s from rank %d names handler %u, which is not registered here",
                    cls == AM_REQ ? "request" : "reply", src, h);
 
-    struct shoal_token tok = {.src = src, .cls = cls, .replied = 0};
+    /* Nesting is bounded: only a request handler's reply send polls, and it
+     * runs reply handlers only, which cannot send. */
+    struct am_frame *f = &am.frames[am.depth++];
+    *f = (struct am_frame){.serial = ++am.token_serial, .src = src, .replied = 0};
     enum am_context saved_ctx = am.ctx;
-    struct shoal_token *saved_tok = am.cur;
     am.ctx = cls == AM_REQ ? AM_CTX_REQUEST : AM_CTX_REPLY;
-    am.cur = &tok;
-    fn(&tok, buf, n, args, nargs);
+    fn(am_token(f->serial), buf, n, args, nargs);
     am.ctx = saved_ctx;
-    am.cur = saved_tok;
+    am.depth--;
     am.stats.am_received[cls]++;
 }
 
@@ -187,7 +199,8 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         shm_copy((char *)slot + payload_at, src, nbytes);
         extra = nbytes;
     } else if (kind == AM_LONG) {
-        memcpy((char *)am.segs[seg].bases[dest] + offset, src, nbytes);
+        if (nbytes) /* memmove: a long message to self may overlap its source */
+            memmove((char *)am.segs[seg].bases[dest] + offset, src, nbytes);
         body[nargs] = offset;
         body[nargs + 1] = nbytes;
         extra = seg;
@@ -198,7 +211,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     return SHOAL_OK;
 }
 
-static int am_check_common(int dest, unsigned handler, unsigned nargs)
+static int am_check_common(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
     if (UTIL_UNLIKELY(am.rank < 0))
         return SHOAL_ENOTINIT;
@@ -210,22 +223,35 @@ static int am_check_common(int dest, unsigned handler, unsigned nargs)
         return SHOAL_ENOHANDLER;
     if (UTIL_UNLIKELY(nargs > SHOAL_AM_MAX_ARGS))
         return SHOAL_ETOOBIG;
+    if (UTIL_UNLIKELY((nargs && !args) || (flags & ~SHOAL_IMMEDIATE)))
+        return SHOAL_EINVAL;
     return SHOAL_OK;
 }
 
-static int am_check_request(int dest, unsigned handler, unsigned nargs, const char *call)
+static int am_check_request(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args,
+                            const char *call)
 {
     if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE))
         return am_rule_violation(call);
-    return am_check_common(dest, handler, nargs);
+    return am_check_common(dest, handler, flags, nargs, args);
 }
 
-/* A reply: only from the request handler now running, once. */
-static int am_check_reply(shoal_token_t tok, unsigned handler, unsigned nargs, const char *call)
+/* A reply: only from the request handler now running (the innermost call),
+ * once. */
+static struct am_frame *am_reply_frame(shoal_token_t tok)
 {
-    if (UTIL_UNLIKELY(am.ctx != AM_CTX_REQUEST || tok != am.cur || tok->replied))
+    if (am.ctx != AM_CTX_REQUEST || am.depth == 0)
+        return NULL;
+    struct am_frame *f = &am.frames[am.depth - 1];
+    return am_token(f->serial) == tok && !f->replied ? f : NULL;
+}
+
+static int am_check_reply(struct am_frame *f, unsigned handler, unsigned flags, unsigned nargs,
+                          const uint64_t *args, const char *call)
+{
+    if (UTIL_UNLIKELY(!f))
         return am_rule_violation(call);
-    return am_check_common(tok->src, handler, nargs);
+    return am_check_common(f->src, handler, flags, nargs, args);
 }
 
 static int am_check_long(int dest, shoal_seg_t seg, size_t offset, size_t nbytes)
@@ -258,7 +284,7 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
 
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
-    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_short");
+    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_send(dest, AM_REQ, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args);
@@ -267,7 +293,7 @@ int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned 
 int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                             unsigned nargs, const uint64_t *args)
 {
-    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_medium");
+    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
     if (!rc)
         rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -278,7 +304,7 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
 int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
-    int rc = am_check_request(dest, handler, nargs, "shoal_am_request_long");
+    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
     if (!rc)
         rc = am_check_long_payload(dest, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -288,48 +314,52 @@ int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void
 
 /* Marks the token replied only once the reply is in the ring, so a reply
  * that failed with SHOAL_EAGAIN can be retried. */
-static int am_reply_sent(shoal_token_t tok, int rc)
+static int am_reply_sent(struct am_frame *f, int rc)
 {
     if (rc == SHOAL_OK)
-        tok->replied = 1;
+        f->replied = 1;
     return rc;
 }
 
 int shoal_am_reply_short(shoal_token_t tok, unsigned handler, unsigned flags, unsigned nargs,
                          const uint64_t *args)
 {
-    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_short");
+    struct am_frame *f = am_reply_frame(tok);
+    int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_short");
     if (UTIL_UNLIKELY(rc))
         return rc;
-    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args));
+    return am_reply_sent(f, am_send(f->src, AM_REP, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args));
 }
 
 int shoal_am_reply_medium(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           unsigned nargs, const uint64_t *args)
 {
-    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_medium");
+    struct am_frame *f = am_reply_frame(tok);
+    int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_medium");
     if (!rc)
         rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
-    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
+    return am_reply_sent(f, am_send(f->src, AM_REP, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
 }
 
 int shoal_am_reply_long(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                         shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
-    int rc = am_check_reply(tok, handler, nargs, "shoal_am_reply_long");
+    struct am_frame *f = am_reply_frame(tok);
+    int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_long");
     if (!rc)
-        rc = am_check_long_payload(tok->src, seg, offset, src, nbytes);
+        rc = am_check_long_payload(f->src, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
         return rc;
-    return am_reply_sent(tok, am_send(tok->src, AM_REP, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
+    return am_reply_sent(f, am_send(f->src, AM_REP, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
                                       offset, nargs, args));
 }
 
 int shoal_token_source(shoal_token_t tok)
 {
-    return tok && tok == am.cur ? tok->src : -1;
+    const struct am_frame *f = am_frame_of(tok);
+    return f ? f->src : -1;
 }
 
 int shoal_am_register(unsigned index, shoal_handler_t fn)
@@ -356,7 +386,7 @@ int am_init(struct shm_state *shm, int rank, int nranks)
     am.rank = rank;
     am.nranks = nranks;
     am.ctx = AM_CTX_NONE;
-    am.cur = NULL;
+    am.depth = 0;
     am.barrier_epoch = 0;
     memset(&am.stats, 0, sizeof am.stats);
 #ifdef NDEBUG
@@ -364,7 +394,8 @@ int am_init(struct shm_state *shm, int rank, int nranks)
 #else
     int debug_build = 1;
 #endif
-    am.strict = util_config_is_set(CFG_STRICT) ? util_config_int(CFG_STRICT) != 0 : debug_build;
+    const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
+    am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
     return SHOAL_OK;
 }

@@ -24,6 +24,15 @@ struct am_segment {
     size_t *sizes; /* [nranks] */
 };
 
+/* A request handler, and a reply handler run while it waits to reply. */
+#define AM_MAX_NEST 2
+
+struct am_frame {
+    uint64_t serial; /* what the handler's token encodes */
+    int src;
+    int replied;
+};
+
 struct am_state {
     int rank;
     int nranks;
@@ -31,7 +40,9 @@ struct am_state {
     size_t max_medium;
     int strict;
     enum am_context ctx;
-    struct shoal_token *cur;
+    struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
+    unsigned depth;
+    uint64_t token_serial;
     uint64_t barrier_epoch;
     struct am_segment segs[AM_MAX_SEGMENTS];
     struct shoal_stats stats;

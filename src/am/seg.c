@@ -27,12 +27,12 @@ int shoal_seg_create(size_t size, shoal_seg_t *seg)
     struct am_segment *s = &am.segs[id];
     s->bases = calloc((size_t)am.nranks, sizeof *s->bases);
     s->sizes = calloc((size_t)am.nranks, sizeof *s->sizes);
-    int rc = s->bases && s->sizes ? shm_exchange_alloc("shoal-seg", bytes, am.nranks, s->bases, s->sizes)
-                                   : SHOAL_ENOMEM;
+    if (!s->bases || !s->sizes)
+        util_fatal("out of memory for the table of segment %d", id); /* peers are in the collective */
+    /* Handlers run while the descriptors are exchanged (the boot progress
+     * hook), so a peer that waits for us meanwhile is served. */
+    int rc = shm_exchange_alloc("shoal-seg", bytes, am.nranks, s->bases, s->sizes);
     if (rc) {
-        for (int r = 0; s->bases && r < am.nranks; r++)
-            if (s->bases[r])
-                munmap(s->bases[r], s->sizes[r]);
         free(s->bases);
         free(s->sizes);
         memset(s, 0, sizeof *s);
@@ -40,7 +40,9 @@ int shoal_seg_create(size_t size, shoal_seg_t *seg)
     }
     s->used = 1;
     *seg = id;
-    return SHOAL_OK;
+    /* No long message may reach the new segment before its owner has it in
+     * its table: nobody sends into it until everyone is past here. */
+    return shoal_barrier();
 }
 
 static const struct am_segment *seg_lookup(shoal_seg_t seg)

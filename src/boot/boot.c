@@ -202,15 +202,28 @@ int boot_init(struct boot_info *out)
     return SHOAL_OK;
 }
 
+static void (*progress_hook)(void);
+
+void boot_set_progress(void (*fn)(void))
+{
+    progress_hook = fn;
+}
+
 /* Blocks until the launcher has something for us, but never past the
- * moment the job is marked failed. */
+ * moment the job is marked failed.  With a progress hook set, it runs
+ * between short polls, so a peer that waits on us meanwhile is served. */
 static int wait_readable(void)
 {
-    for (;;) {
+    for (unsigned spins = 0;; spins++) {
         if (boot_peer_failed(NULL, NULL))
             return peer_dead();
+        if (progress_hook)
+            progress_hook();
+        /* with a hook: spin briefly, then 1 ms polls so an oversubscribed
+         * host still gives the launcher its CPU */
+        int timeout = !progress_hook ? BOOT_POLL_MS : spins < 1000 ? 0 : 1;
         struct pollfd p = {.fd = st.sock, .events = POLLIN};
-        int n = poll(&p, 1, BOOT_POLL_MS);
+        int n = poll(&p, 1, timeout);
         if (n > 0)
             return SHOAL_OK;
         if (n < 0 && errno != EINTR) {
@@ -284,8 +297,10 @@ static int recv_fds(int *fds)
             got += n;
     }
     if (rc)
-        while (got > 0)
+        while (got > 0) {
             close(fds[--got]);
+            fds[got] = -1; /* the caller may close what it was given */
+        }
     return rc;
 }
 
@@ -370,14 +385,26 @@ void boot_abort_notify(int exitcode, const char *msg)
                     (uint32_t)len, NULL, 0);
 }
 
-void boot_finalize(void)
+static void boot_teardown(int finalized)
 {
     if (st.sock >= 0) {
-        send_msg(BOOT_MSG_FINALIZE, 0, NULL, 0, NULL, 0);
+        if (finalized)
+            send_msg(BOOT_MSG_FINALIZE, 0, NULL, 0, NULL, 0);
         close(st.sock);
         munmap((void *)st.job, sizeof *st.job);
     }
     st.sock = -1;
     st.job = NULL;
     st.inited = 0;
+    progress_hook = NULL;
+}
+
+void boot_finalize(void)
+{
+    boot_teardown(1);
+}
+
+void boot_leave(void)
+{
+    boot_teardown(0);
 }

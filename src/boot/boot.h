@@ -69,4 +69,14 @@ int boot_peer_failed(int *rank, const char **reason);
 /* Leaves the job (after the final barrier). */
 void boot_finalize(void);
 
+/* Drops the connection without telling the launcher this rank finalized
+ * (a failed start-up): exiting afterwards, even with status 0, is then a
+ * failure that ends the job instead of leaving peers waiting. */
+void boot_leave(void);
+
+/* While a boot collective waits, call fn between short polls of the socket
+ * (the library runs its message handlers there, so peers are not blocked
+ * on a rank that sits in the launcher exchange).  NULL: sleep in poll. */
+void boot_set_progress(void (*fn)(void));
+
 #endif

@@ -17,6 +17,11 @@ static void core_fatal_hook(int exitcode, const char *msg)
     boot_abort_notify(exitcode, msg);
 }
 
+static void core_progress(void)
+{
+    am_poll(0);
+}
+
 int shoal_init(int *argc, char ***argv)
 {
     (void)argc;
@@ -38,10 +43,11 @@ int shoal_init(int *argc, char ***argv)
     if (rc) {
         LOG(LOG_ERROR, "shoal_init failed: %s", shoal_strerror(rc));
         shm_fini(&shm);
-        boot_finalize();
+        boot_leave();
         util_fatal_hook = NULL;
         return rc;
     }
+    boot_set_progress(core_progress);
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
         (unsigned long long)boot.job_id, boot.rank, boot.size, shm.ring_slots, am.max_medium);
@@ -98,7 +104,8 @@ _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    util_fatal_v(exitcode ? exitcode : 1, fmt, ap);
+    /* an exit status is 8 bits: 256 would read as success */
+    util_fatal_v((exitcode & 0xff) ? exitcode & 0xff : 1, fmt, ap);
 }
 
 int shoal_poll(void)

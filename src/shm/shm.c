@@ -48,7 +48,8 @@ void shm_copy(void *dst, const void *src, size_t n)
         s += chunk;
         n -= chunk;
     }
-    memcpy(d, s, n);
+    if (n)
+        memcpy(d, s, n);
 }
 
 static size_t rings_offset(int nranks)
@@ -63,6 +64,14 @@ size_t shm_region_bytes(int nranks, uint32_t ring_slots)
 
 int shm_alloc(const char *name, size_t bytes, int *fd_out, void **addr)
 {
+    /* memfd memory is not bounded by any mount: reserving more than the
+     * host has would run into the OOM killer instead of failing. */
+    size_t host = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes > host / 2) {
+        LOG(LOG_ERROR, "%s of %zu bytes refused: more than half of this host's %zu bytes of memory",
+            name, bytes, host);
+        return SHOAL_ENOMEM;
+    }
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) {
         LOG(LOG_ERROR, "memfd_create(%s): %s", name, strerror(errno));
@@ -71,7 +80,7 @@ int shm_alloc(const char *name, size_t bytes, int *fd_out, void **addr)
     int rc = ftruncate(fd, (off_t)bytes) ? errno : posix_fallocate(fd, 0, (off_t)bytes);
     if (rc) {
         LOG(LOG_ERROR, "cannot reserve %zu bytes of shared memory for %s: %s "
-            "(is the tmpfs behind memfd full? see df /dev/shm)", bytes, name, strerror(rc));
+            "(host memory or the memory cgroup's limit exhausted)", bytes, name, strerror(rc));
         close(fd);
         return rc == ENOSPC || rc == ENOMEM ? SHOAL_ENOMEM : SHOAL_ESYS;
     }
@@ -120,20 +129,54 @@ static void close_fds(int *fds, int nranks)
     free(fds);
 }
 
+/* What one rank reports in the agreement round of shm_exchange_alloc. */
+struct shm_alloc_result {
+    int32_t alloc_rc; /* its own allocation */
+    int32_t map_rc;   /* mapping everyone's */
+};
+
 int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes)
 {
-    int myfd;
-    void *mine;
-    int rc = shm_alloc(name, bytes, &myfd, &mine);
-    if (rc)
-        return rc;
-    munmap(mine, bytes); /* remapped below with every peer's, in one loop */
+    /* Every rank joins the exchange even when its own allocation failed (with
+     * an empty placeholder), then all agree on the outcome, so one rank's
+     * failure is every rank's failure and the collective never hangs. */
+    struct shm_alloc_result mine = {0, 0};
+    int myfd = -1;
+    void *p;
+    mine.alloc_rc = shm_alloc(name, bytes, &myfd, &p);
+    if (mine.alloc_rc == SHOAL_OK)
+        munmap(p, bytes); /* remapped below with every peer's, in one loop */
+    else
+        myfd = memfd_create("shoal-placeholder", MFD_CLOEXEC);
     int *fds = fd_array(nranks);
-    rc = fds ? boot_exchange_fd(myfd, fds) : SHOAL_ENOMEM;
+    struct shm_alloc_result *all = calloc((size_t)nranks, sizeof *all);
+    if (myfd < 0 || !fds || !all) {
+        /* cannot even take part: the job cannot agree on anything any more */
+        util_fatal("cannot take part in a shared allocation of %zu bytes", bytes);
+    }
+    int rc = boot_exchange_fd(myfd, fds);
     close(myfd);
-    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
-        rc = shm_map_fd(fds[r], &bases[r], &sizes[r]);
+    for (int r = 0; r < nranks && rc == SHOAL_OK && mine.alloc_rc == SHOAL_OK && !mine.map_rc; r++) {
+        struct stat sb;
+        if (fstat(fds[r], &sb) == 0 && sb.st_size == 0)
+            mine.map_rc = SHOAL_ENOMEM; /* that rank's placeholder: it reports its own failure */
+        else
+            mine.map_rc = shm_map_fd(fds[r], &bases[r], &sizes[r]);
+    }
     close_fds(fds, nranks);
+    if (rc == SHOAL_OK)
+        rc = boot_allgather(&mine, sizeof mine, all);
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        rc = all[r].alloc_rc;
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        rc = all[r].map_rc;
+    free(all);
+    if (rc)
+        for (int r = 0; r < nranks; r++)
+            if (bases[r]) {
+                munmap(bases[r], sizes[r]);
+                bases[r] = NULL;
+            }
     return rc;
 }
 
@@ -168,22 +211,20 @@ int shm_init(struct shm_state *st, int rank, int nranks)
     st->ring_slots = shm_default_ring_slots(nranks);
     st->region_bytes = shm_region_bytes(nranks, st->ring_slots);
     st->regions = calloc((size_t)nranks, sizeof *st->regions);
-    size_t *sizes = calloc((size_t)nranks, sizeof *sizes);
+    size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
     st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
     st->rx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->rx);
-    if (!st->regions || !sizes || !st->tx || !st->rx) {
-        free(sizes);
+    if (!st->regions || !sizes || !st->tx || !st->rx)
         return SHOAL_ENOMEM;
-    }
     /* Each rank writes its own header before the exchange: the mapping is
      * the same memory, so peers see it once they map the descriptor. */
     int fd;
     void *mine;
     int rc = shm_alloc("shoal-inbox", st->region_bytes, &fd, &mine);
-    if (rc) {
-        free(sizes);
+    if (rc)
         return rc;
-    }
+    st->regions[rank] = mine;
+    sizes[rank] = st->region_bytes;
     struct shm_region_header *h = mine;
     *h = (struct shm_region_header){.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
                                     .owner_rank = (uint32_t)rank, .nranks = (uint32_t)nranks,
@@ -193,17 +234,12 @@ int shm_init(struct shm_state *st, int rank, int nranks)
     rc = fds ? boot_exchange_fd(fd, fds) : SHOAL_ENOMEM;
     close(fd);
     for (int r = 0; r < nranks && rc == SHOAL_OK; r++) {
-        if (r == rank) {
-            st->regions[r] = mine;
-            sizes[r] = st->region_bytes;
-        } else {
+        if (r != rank)
             rc = shm_map_fd(fds[r], &st->regions[r], &sizes[r]);
-        }
         if (rc == SHOAL_OK)
             rc = check_region(st->regions[r], r, nranks, st->ring_slots, sizes[r]);
     }
     close_fds(fds, nranks);
-    free(sizes);
     if (rc)
         return rc;
     for (int peer = 0; peer < nranks; peer++) {
@@ -225,8 +261,9 @@ void shm_fini(struct shm_state *st)
 {
     for (int r = 0; st->regions && r < st->nranks; r++)
         if (st->regions[r])
-            munmap(st->regions[r], st->region_bytes);
+            munmap(st->regions[r], st->region_sizes[r]);
     free(st->regions);
+    free(st->region_sizes);
     for (size_t i = 0; st->tx && i < (size_t)st->nranks * SHM_CLASSES; i++)
         ring_tx_fini(&st->tx[i]);
     free(st->tx);

@@ -40,7 +40,8 @@ struct shm_state {
     int nranks;
     uint32_t ring_slots;
     void **regions;          /* regions[r]: rank r's inbox, mapped here */
-    size_t region_bytes;
+    size_t *region_sizes;    /* as mapped (a peer's may differ if misconfigured) */
+    size_t region_bytes;     /* this rank's */
     struct ring_tx *tx;      /* [dest * SHM_CLASSES + class] */
     struct ring_rx *rx;      /* [src * SHM_CLASSES + class] */
 };
@@ -68,7 +69,9 @@ int shm_alloc(const char *name, size_t bytes, int *fd, void **addr);
 int shm_map_fd(int fd, void **addr, size_t *bytes);
 
 /* Collective: every rank allocates `bytes`, all map everyone's.  bases and
- * sizes have nranks entries. */
+ * sizes have nranks entries, bases zeroed by the caller.  All ranks return
+ * the same status: if any rank's allocation or mapping failed, every rank
+ * unmaps what it mapped and returns the first failure. */
 int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes);
 
 #endif

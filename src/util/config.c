@@ -3,6 +3,7 @@
 #include "shoal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,14 +36,16 @@ static int parse_int(const char *s, long long *out)
     long long v = strtoll(s, &end, 0);
     if (errno || end == s)
         return -1;
+    int shift = 0;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
     default: break;
     }
-    if (*end != '\0')
+    if (*end != '\0' || v < 0 || v > (LLONG_MAX >> shift))
         return -1;
+    v <<= shift;
     *out = v;
     return 0;
 }
@@ -68,6 +71,8 @@ static int validate(enum util_cfg_id id, const char *v)
         if (v[0] == '\0')
             return 0;
         return (parse_int(v, &n) || n < 0) ? -1 : 0;
+    case CFG_SPIN:
+        return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     default:
         return (parse_int(v, &n) || n < 0) ? -1 : 0;
     }

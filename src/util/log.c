@@ -44,7 +44,7 @@ _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap)
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     fprintf(stderr, "shoal: rank %d on %s: fatal: %s\n", log_rank, util_hostname(), msg);
-    fflush(stderr);
+    fflush(NULL); /* _exit below would drop what stdio still holds */
     if (util_fatal_hook) {
         void (*hook)(int, const char *) = util_fatal_hook;
         util_fatal_hook = NULL; /* a failure inside the hook must not recurse */

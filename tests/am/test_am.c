@@ -183,9 +183,18 @@ static void rules_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, u
     replies++;
 }
 
+static shoal_token_t first_rules_token;
+
 static void rules_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
-    (void)buf; (void)n; (void)a; (void)na;
+    (void)buf; (void)n; (void)na;
+    if (a[0] == 0) { /* keep this call's token; the second call checks it is dead */
+        first_rules_token = t;
+        CHECK_RC(shoal_am_reply_short(t, H_RULES_REP, 0, shoal_noargs), SHOAL_OK);
+        return;
+    }
+    CHECK(shoal_token_source(first_rules_token) == -1, "a token from an earlier handler still names a source");
+    CHECK_RC(shoal_am_reply_short(first_rules_token, H_RULES_REP, 0, shoal_noargs), SHOAL_EHANDLER);
     CHECK_RC(shoal_am_request_short(shoal_token_source(t), H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
     CHECK_RC(shoal_poll(), SHOAL_EHANDLER);
     CHECK_RC(shoal_barrier(), SHOAL_EHANDLER);
@@ -206,8 +215,10 @@ static void count_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *
 static void test_rules(void)
 {
     int peer = (me + 1) % np;
-    CHECK_RC(shoal_am_request_short(peer, H_RULES_REQ, 0, shoal_noargs), SHOAL_OK);
-    wait_replies(1, "rules reply");
+    CHECK_RC(shoal_am_request_short(peer, H_RULES_REQ, 0, shoal_args(0)), SHOAL_OK);
+    wait_replies(1, "first rules reply");
+    CHECK_RC(shoal_am_request_short(peer, H_RULES_REQ, 0, shoal_args(1)), SHOAL_OK);
+    wait_replies(2, "second rules reply");
     /* a token outside its handler is stale: no reply possible */
     CHECK_RC(shoal_am_request_short(me, H_COUNT, 0, shoal_noargs), SHOAL_OK);
     double t0 = test_now();
@@ -229,6 +240,8 @@ static void test_misuse(void)
     CHECK_RC(shoal_am_request_short(0, SHOAL_AM_MAX_HANDLERS, 0, shoal_noargs), SHOAL_EINVAL);
     CHECK_RC(shoal_am_request_short(0, 200, 0, shoal_noargs), SHOAL_ENOHANDLER);
     CHECK_RC(shoal_am_request_short(0, H_COUNT, 0, SHOAL_AM_MAX_ARGS + 1, args), SHOAL_ETOOBIG);
+    CHECK_RC(shoal_am_request_short(0, H_COUNT, 0, 2, NULL), SHOAL_EINVAL);
+    CHECK_RC(shoal_am_request_short(0, H_COUNT, 0x80, shoal_noargs), SHOAL_EINVAL);
     CHECK_RC(shoal_am_request_medium(0, H_COUNT, 0, small, shoal_am_max_medium() + 1, shoal_noargs),
              SHOAL_ETOOBIG);
     CHECK_RC(shoal_am_request_medium(0, H_COUNT, 0, NULL, 8, shoal_noargs), SHOAL_EINVAL);
