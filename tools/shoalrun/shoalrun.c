@@ -562,17 +562,23 @@ static void coll_arrive(struct rank *r)
 static void on_hello(struct rank *r, const struct boot_msg_hdr *h, const void *p)
 {
     struct boot_hello hello;
-    if (h->len == sizeof hello)
-        memcpy(&hello, p, sizeof hello);
-    if (h->len != sizeof hello || hello.job_id != L.job->job_id ||
-        hello.rank != (uint32_t)rank_of(r))
+    if (r->hello) {
+        protocol_error(r, "a second HELLO");
+        return;
+    }
+    if (h->len != sizeof hello) {
+        protocol_error(r, "HELLO of the wrong length");
+        return;
+    }
+    memcpy(&hello, p, sizeof hello);
+    if (hello.job_id != L.job->job_id || hello.rank != (uint32_t)rank_of(r)) {
         protocol_error(r, "HELLO for another job or rank");
-    else
-        r->hello = 1;
+        return;
+    }
+    r->hello = 1;
     /* The process that joined, which differs from the one we started when
      * the program runs under a wrapper (sh -c, valgrind, ...). */
-    if (r->hello)
-        L.job->pid[rank_of(r)] = (int32_t)hello.pid;
+    L.job->pid[rank_of(r)] = (int32_t)hello.pid;
 }
 
 static void on_fd(struct rank *r, int fd)
