@@ -393,6 +393,8 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     CHECK_RC(shoal_poll(), SHOAL_ENOTINIT);
+    CHECK_RC(shoal_am_request_short(0, H_COUNT, 0, shoal_noargs), SHOAL_ENOTINIT);
+    CHECK(shoal_am_max_medium() == 0, "medium limit after finalize");
     if (me == 0)
         printf("test_am %s passed on %d ranks\n", test, np);
     return 0;
