@@ -8,6 +8,8 @@
  *   --stdout-has TEXT      (repeatable) substring of stdout
  *   --stderr-has TEXT      (repeatable) substring of stderr
  *   --signal-after MS SIG  send signal SIG to the command after MS ms
+ *   --stdout-after MS      leave the command's stdout unread until MS ms
+ *                          after the start or until it exits, to stall it
  *   --tagged RANKS LINES   stdout is boot_victim's "print LINES" output of
  *                          RANKS ranks, each line tagged and whole */
 #include <errno.h>
@@ -34,7 +36,7 @@ static struct {
     double within, gone_within;
     const char *out_has[MAX_HAS], *err_has[MAX_HAS];
     int nout, nerr;
-    long signal_ms;
+    long signal_ms, stdout_ms;
     int signal_no;
     int tag_ranks;
     long tag_lines;
@@ -52,7 +54,7 @@ static _Noreturn void usage(void)
 {
     fprintf(stderr, "usage: boot_expect [--status N|nonzero] [--within S] [--gone-within S]\n"
                     "  [--stdout-has T] [--stderr-has T] [--signal-after MS SIG]\n"
-                    "  [--tagged RANKS LINES] -- command [args...]\n");
+                    "  [--stdout-after MS] [--tagged RANKS LINES] -- command [args...]\n");
     exit(2);
 }
 
@@ -72,6 +74,8 @@ static void parse(int argc, char **argv)
             o.out_has[o.nout++] = argv[++i];
         else if (!strcmp(a, "--stderr-has") && more >= 1 && o.nerr < MAX_HAS)
             o.err_has[o.nerr++] = argv[++i];
+        else if (!strcmp(a, "--stdout-after") && more >= 1)
+            o.stdout_ms = atol(argv[++i]);
         else if (!strcmp(a, "--signal-after") && more >= 2) {
             o.signal_ms = atol(argv[++i]);
             o.signal_no = atoi(argv[++i]);
@@ -217,7 +221,8 @@ int main(int argc, char **argv)
     int open_out = 1, open_err = 1, status = 0, exited = 0, signalled = 0;
     double t_exit = 0;
     while (!exited || open_out || open_err) {
-        struct pollfd p[2] = {{.fd = open_out ? out[0] : -1, .events = POLLIN},
+        int read_out = open_out && (exited || now() - t0 >= (double)o.stdout_ms / 1000);
+        struct pollfd p[2] = {{.fd = read_out ? out[0] : -1, .events = POLLIN},
                               {.fd = open_err ? err[0] : -1, .events = POLLIN}};
         poll(p, 2, 5);
         if (p[0].revents)

@@ -12,12 +12,15 @@
  *   mismatch           rank 0 enters a barrier, the others an fd exchange
  *   hang               every rank sleeps after joining
  *   print LINES        every rank writes LINES long lines in pieces
+ *   flood R            rank R SIGKILLs itself after 200 ms; the others
+ *                      print long lines without end (R = -1: nobody dies)
  *   bind               every rank checks it is pinned to one CPU
  *   init-fails         boot_init must fail with SHOAL_EBOOT */
 #include "boot/boot.h"
 #include "shoal.h"
 #include "util/util.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -135,6 +138,12 @@ static int victim(const char *mode, int target, long n)
         sleep_then_fail();
     } else if (!strcmp(mode, "print")) {
         print_lines(n);
+    } else if (!strcmp(mode, "flood")) {
+        if (me) {
+            usleep(200000);
+            raise(SIGKILL);
+        }
+        print_lines(LONG_MAX);
     } else if (!strcmp(mode, "bind")) {
         if (check_bound())
             return 1;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,12 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,7 +46,11 @@
 #define LINE_BUF 16384
 /* Reads per readiness event, so one chatty rank cannot starve the rest. */
 #define READS_PER_EVENT 4
-#define DRAIN_READS 4096
+/* Output queued for our stdout or stderr beyond which the ranks feeding it
+ * are no longer read: they block on their full pipes, we keep our memory. */
+#define QUEUE_LIMIT (1u << 20)
+/* Once the ranks are gone, how long a reader that takes nothing is waited
+ * for (or the --timeout if shorter) before the rest of the output is lost. */
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
 #define EXIT_NOEXEC 127
@@ -61,9 +68,18 @@ struct coll {
     int *fds;             /* one per rank (exchange) */
 };
 
+struct outq {             /* output waiting for our stdout or stderr */
+    int fd;
+    int broken;           /* a write failed: later output is dropped */
+    size_t off, n, cap;   /* buf[off, n) is still to be written */
+    char *buf;
+};
+
 struct stream {           /* a rank's stdout or stderr */
     int fd;               /* our read end; -1 once closed */
-    int to;               /* where it is forwarded */
+    struct outq *to;      /* where it is forwarded */
+    size_t left;          /* bytes still taken once the job is over (SIZE_MAX
+                             before, which no output uses up) */
     size_t n;             /* bytes of an unfinished line in buf */
     char *buf;
 };
@@ -93,6 +109,10 @@ static struct {
     struct rlimit oldnofile;
     int cpus[CPU_SETSIZE], ncpus;
 
+    struct outq q[2];         /* our stdout and stderr */
+    struct outq *dest[2];     /* the queue for each: one if both are one file */
+    int abandoned;            /* gave up delivering output */
+
     struct rank *r;
     struct pollfd *pfd;
     int nlive;
@@ -101,7 +121,8 @@ static struct {
 
     int failed, exit_code;
     int nofin_rank;
-    uint64_t timeout_at, nofin_at, term_at, kill_at;  /* 0: not armed */
+    uint64_t timeout_at, nofin_at, term_at, kill_at, stall_at;  /* 0: not armed */
+    uint64_t stall_ns;
 } L;
 
 /* ---- command line -------------------------------------------------------- */
@@ -235,14 +256,18 @@ static void check_program(const char *prog)
 
 /* ---- small helpers --------------------------------------------------------- */
 
-static void *xcalloc(size_t n, size_t size)
+static void *need(void *p)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {
         fputs("shoalrun: out of memory\n", stderr);
         exit(1);
     }
     return p;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    return need(calloc(n ? n : 1, size ? size : 1));
 }
 
 static _Noreturn void die(const char *what)
@@ -261,23 +286,6 @@ static int rank_of(const struct rank *r)
     return (int)(r - L.r);
 }
 
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w > 0) {
-            p += w;
-            n -= (size_t)w;
-        } else if (w < 0 && errno == EAGAIN) {
-            /* Our stdout may be a non-blocking description we inherited. */
-            struct pollfd pw = {.fd = fd, .events = POLLOUT};
-            poll(&pw, 1, -1);
-        } else if (w < 0 && errno != EINTR) {
-            return; /* reader gone: the output has nowhere to go */
-        }
-    }
-}
-
 static void describe_status(int status, char *buf, size_t n)
 {
     if (WIFEXITED(status))
@@ -294,28 +302,110 @@ static int status_code(int status)
     return WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* ---- output queues --------------------------------------------------------- */
+
+/* Our stdout and stderr are written from the poll loop, so a reader that
+ * stops reading stalls only the output, never the timeout, signals,
+ * collectives or failure detection.  They are not made O_NONBLOCK: that flag
+ * belongs to the open file description, which we usually share with the
+ * shell (a terminal, a pipe), and it would stay set for the shell if we died
+ * without restoring it.  Instead we write only when poll says the descriptor
+ * is writable, and at most PIPE_BUF bytes at a time: a writable pipe has a
+ * free page, so such a write never waits for the reader.  (A terminal may
+ * take it a little at a time, which waits for the device, not for a user.) */
+
+static void queue_init(void)
+{
+    struct stat so, se;
+    L.q[0] = (struct outq){.fd = 1};
+    L.q[1] = (struct outq){.fd = 2};
+    L.dest[0] = &L.q[0];
+    /* One queue for "2>&1" and the like keeps each line whole and stdout
+     * and stderr in the order they were forwarded, as one writer would. */
+    int same = fstat(1, &so) == 0 && fstat(2, &se) == 0 && so.st_dev == se.st_dev &&
+               so.st_ino == se.st_ino;
+    L.dest[1] = same ? &L.q[0] : &L.q[1];
+}
+
+static size_t queued(const struct outq *q)
+{
+    return q->n - q->off;
+}
+
+static void queue_put(struct outq *q, const void *p, size_t n)
+{
+    if (q->broken)
+        return;
+    if (q->n + n > q->cap) {
+        size_t live = queued(q);
+        /* Half the buffer stays free, so compacting costs O(1) per byte. */
+        if (live + n > q->cap / 2) {
+            q->cap = 2 * (live + n);
+            q->buf = need(realloc(q->buf, q->cap));
+        }
+        memmove(q->buf, q->buf + q->off, live);
+        q->n = live;
+        q->off = 0;
+    }
+    memcpy(q->buf + q->n, p, n);
+    q->n += n;
+}
+
+/* Our own messages go through the stderr queue, after the ranks' output. */
+static __attribute__((format(printf, 1, 2))) void say(const char *fmt, ...)
+{
+    char line[512] = "shoalrun: ";
+    size_t k = strlen(line), room = sizeof line - k - 1; /* one byte kept for the newline */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + k, room, fmt, ap);
+    va_end(ap);
+    k += n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1;
+    line[k++] = '\n';
+    queue_put(L.dest[1], line, k);
+}
+
+static int writable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Writes what q's descriptor takes now without waiting for its reader. */
+static void flush_queue(struct outq *q)
+{
+    while (queued(q) > 0 && writable(q->fd)) {
+        ssize_t w = write(q->fd, q->buf + q->off, queued(q) < PIPE_BUF ? queued(q) : PIPE_BUF);
+        if (w < 0 && errno != EINTR && errno != EAGAIN) {
+            q->broken = 1; /* reader gone: the output has nowhere to go */
+            q->off = q->n;
+        }
+        if (w <= 0)
+            break;
+        q->off += (size_t)w;
+        if (L.stall_at)
+            L.stall_at = util_now_ns() + L.stall_ns;
+    }
+    if (queued(q) == 0)
+        q->off = q->n = 0;
+}
+
 /* ---- output forwarding ----------------------------------------------------- */
 
-static void emit_tagged(int to, int rank, const char *p, size_t n)
+static void emit_tagged(struct outq *q, int rank, const char *p, size_t n)
 {
-    static char out[2 * LINE_BUF];
-    size_t k = 0;
+    char tag[16];
+    int t = snprintf(tag, sizeof tag, "[%d] ", rank);
     while (n > 0) {
         const char *nl = memchr(p, '\n', n);
         size_t len = nl ? (size_t)(nl - p) + 1 : n;
-        if (k + len + 16 > sizeof out) {
-            write_all(to, out, k);
-            k = 0;
-        }
-        k += (size_t)sprintf(out + k, "[%d] ", rank);
-        memcpy(out + k, p, len);
-        k += len;
+        queue_put(q, tag, (size_t)t);
+        queue_put(q, p, len);
         if (!nl)
-            out[k++] = '\n'; /* keep the next tagged line at a line start */
+            queue_put(q, "\n", 1); /* keep the next tagged line at a line start */
         p += len;
         n -= len;
     }
-    write_all(to, out, k);
 }
 
 /* Forwards the complete lines in s; an unfinished line waits for its end
@@ -333,7 +423,7 @@ static void forward(struct stream *s, int rank, int eof)
     if (L.tag)
         emit_tagged(s->to, rank, s->buf, done);
     else
-        write_all(s->to, s->buf, done);
+        queue_put(s->to, s->buf, done);
     memmove(s->buf, s->buf + done, s->n - done);
     s->n -= done;
 }
@@ -347,20 +437,52 @@ static void close_stream(struct stream *s, int rank)
     s->buf = NULL;
 }
 
-static void pump(struct stream *s, int rank, int reads)
+/* One read of at most max (> 0) bytes, forwarding the complete lines;
+ * returns what read returned. */
+static ssize_t read_stream(struct stream *s, int rank, size_t max)
 {
-    while (s->fd >= 0 && reads-- > 0) {
-        if (!s->buf)
-            s->buf = xcalloc(1, LINE_BUF);
-        ssize_t n = read(s->fd, s->buf + s->n, LINE_BUF - s->n);
-        if (n > 0) {
-            s->n += (size_t)n;
-            forward(s, rank, 0);
-        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-            close_stream(s, rank);
-        } else if (errno == EAGAIN) {
+    if (!s->buf)
+        s->buf = xcalloc(1, LINE_BUF);
+    size_t room = LINE_BUF - s->n; /* never 0: forward() empties a full buffer */
+    room = room < s->left ? room : s->left; /* never 0 either: s closes then */
+    ssize_t n = read(s->fd, s->buf + s->n, max < room ? max : room);
+    if (n > 0) {
+        s->n += (size_t)n;
+        s->left -= (size_t)n;
+        forward(s, rank, 0);
+    }
+    if ((n < 0 && errno != EINTR && errno != EAGAIN) || n == 0 || s->left == 0)
+        close_stream(s, rank);
+    return n;
+}
+
+static int wants_input(const struct stream *s)
+{
+    return s->fd >= 0 && queued(s->to) < QUEUE_LIMIT;
+}
+
+static void pump(struct stream *s, int rank)
+{
+    for (int i = 0; i < READS_PER_EVENT && wants_input(s); i++)
+        if (read_stream(s, rank, SIZE_MAX) < 0)
             return;
-        }
+}
+
+static size_t pipe_bytes(const struct stream *s)
+{
+    int n = 0;
+    return s->fd >= 0 && ioctl(s->fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
+}
+
+/* Takes in what s's pipe holds now, past the queue limit if need be (by at
+ * most the pipe's size), so a verdict on the rank follows all it said. */
+static void take_pending(struct stream *s, int rank)
+{
+    for (size_t want = pipe_bytes(s); want > 0 && s->fd >= 0;) {
+        ssize_t n = read_stream(s, rank, want);
+        if (n <= 0)
+            return;
+        want -= (size_t)n;
     }
 }
 
@@ -426,12 +548,12 @@ static __attribute__((format(printf, 5, 6))) void fail_job(int rank, int status,
     L.exit_code = code;
     if (rank >= 0) {
         /* Whatever the rank said about its failure comes before ours. */
-        pump(&L.r[rank].out[0], rank, DRAIN_READS);
-        pump(&L.r[rank].out[1], rank, DRAIN_READS);
-        fprintf(stderr, "shoalrun: rank %d (pid %d) %s%s\n", rank, (int)L.r[rank].pid,
-                j->failed_reason, L.nlive > 0 ? "; ending the job" : "");
+        take_pending(&L.r[rank].out[0], rank);
+        take_pending(&L.r[rank].out[1], rank);
+        say("rank %d (pid %d) %s%s", rank, (int)L.r[rank].pid, j->failed_reason,
+            L.nlive > 0 ? "; ending the job" : "");
     } else {
-        fprintf(stderr, "shoalrun: %s; ending ranks\n", j->failed_reason);
+        say("%s%s", j->failed_reason, L.nlive > 0 ? "; ending ranks" : "");
     }
     L.term_at = util_now_ns() + term_ms * MS;
     L.kill_at = L.term_at + KILL_GRACE_MS * MS;
@@ -680,10 +802,8 @@ static void rank_exited(struct rank *r, int status)
     r->exited = 1;
     r->status = status;
     L.nlive--;
-    /* Its last output and its last messages (ABORT, FINALIZE) were sent
-     * before it exited; take them in before judging the exit. */
-    pump(&r->out[0], rank_of(r), DRAIN_READS);
-    pump(&r->out[1], rank_of(r), DRAIN_READS);
+    /* Its last messages (ABORT, FINALIZE) were sent before it exited; take
+     * them in before judging the exit.  fail_job takes in its last output. */
     serve(r);
     close_sock(r);
     if (L.failed)
@@ -711,6 +831,19 @@ static void reap(void)
                 rank_exited(&L.r[i], status);
 }
 
+/* Stops waiting for the reader of our output: what it has not taken is lost. */
+static void abandon_output(const char *why)
+{
+    for (int i = 0; i < L.np; i++)
+        for (int k = 0; k < 2; k++)
+            if (L.r[i].out[k].fd >= 0)
+                close_stream(&L.r[i].out[k], i);
+    say("output not delivered: %s", why);
+    flush_queue(&L.q[0]);
+    flush_queue(&L.q[1]);
+    L.abandoned = 1;
+}
+
 static void on_signals(void)
 {
     struct signalfd_siginfo si;
@@ -722,6 +855,8 @@ static void on_signals(void)
             signal_ranks(SIGKILL); /* asked again: stop waiting for them */
         else
             fail_job(-1, 0, 128 + sig, 0, "interrupted by signal %d (%s)", sig, strsignal(sig));
+        if (L.nlive == 0 && !L.abandoned)
+            abandon_output("interrupted"); /* only our output was left to wait for */
     }
     reap();
 }
@@ -745,12 +880,18 @@ static void run_timers(uint64_t now)
         L.kill_at = 0;
         signal_ranks(SIGKILL);
     }
+    if (L.stall_at && now >= L.stall_at) {
+        char why[64];
+        L.stall_at = 0;
+        snprintf(why, sizeof why, "nothing was read for %g s", (double)L.stall_ns / 1e9);
+        abandon_output(why);
+    }
 }
 
 static int poll_timeout_ms(uint64_t now)
 {
     uint64_t next = UINT64_MAX;
-    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at};
+    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
             next = t[i];
@@ -763,27 +904,35 @@ static int poll_timeout_ms(uint64_t now)
 
 /* ---- main loop ----------------------------------------------------------- */
 
-/* pfd[0] is the signalfd; rank i owns pfd[1 + 3i ..]: socket, stdout, stderr. */
+/* pfd[0] is the signalfd, pfd[1] and pfd[2] our stdout and stderr; rank i
+ * owns pfd[3 + 3i ..]: socket, stdout, stderr.  A descriptor we do not want
+ * to hear from is left out (-1), as a hung-up pipe would wake poll anyway. */
 static void fill_pollfds(void)
 {
+    for (int k = 0; k < 2; k++)
+        L.pfd[1 + k] = (struct pollfd){.fd = queued(&L.q[k]) ? L.q[k].fd : -1, .events = POLLOUT};
     for (int i = 0; i < L.np; i++) {
         struct rank *r = &L.r[i];
-        struct pollfd *p = &L.pfd[1 + 3 * i];
+        struct pollfd *p = &L.pfd[3 + 3 * i];
         p[0] = (struct pollfd){.fd = r->sock, .events = POLLIN | (r->want_write ? POLLOUT : 0)};
-        p[1] = (struct pollfd){.fd = r->out[0].fd, .events = POLLIN};
-        p[2] = (struct pollfd){.fd = r->out[1].fd, .events = POLLIN};
+        for (int k = 0; k < 2; k++)
+            p[1 + k] = (struct pollfd){.fd = wants_input(&r->out[k]) ? r->out[k].fd : -1,
+                                       .events = POLLIN};
     }
 }
 
 static void dispatch(void)
 {
+    for (int k = 0; k < 2; k++)
+        if (L.pfd[1 + k].revents)
+            flush_queue(&L.q[k]);
     for (int i = 0; i < L.np; i++) {
         struct rank *r = &L.r[i];
-        const struct pollfd *p = &L.pfd[1 + 3 * i];
+        const struct pollfd *p = &L.pfd[3 + 3 * i];
         /* Output first: a rank prints its complaint before it aborts. */
         for (int k = 0; k < 2; k++)
             if (p[1 + k].revents)
-                pump(&r->out[k], i, READS_PER_EVENT);
+                pump(&r->out[k], i);
         if (p[0].revents & POLLOUT)
             flush_reply(r);
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
@@ -793,30 +942,58 @@ static void dispatch(void)
         on_signals();
 }
 
+static void step(void)
+{
+    if (L.retry) {
+        L.retry = 0;
+        for (int i = 0; i < L.np; i++)
+            flush_reply(&L.r[i]);
+    }
+    fill_pollfds();
+    int n = poll(L.pfd, 3 + 3 * (nfds_t)L.np, poll_timeout_ms(util_now_ns()));
+    if (n < 0 && errno != EINTR)
+        die("poll");
+    if (n > 0)
+        dispatch();
+    run_timers(util_now_ns());
+}
+
+/* Descendants of a rank may still hold its pipes and write on: forward
+ * only what is there now.  The timeout no longer applies; a reader that
+ * takes nothing is waited for a while (at most the timeout). */
+static void end_of_job(void)
+{
+    for (int i = 0; i < L.np; i++)
+        for (int k = 0; k < 2; k++) {
+            struct stream *s = &L.r[i].out[k];
+            s->left = pipe_bytes(s);
+            if (s->fd >= 0 && s->left == 0)
+                close_stream(s, i);
+        }
+    L.timeout_at = 0;
+    /* Like any program writing to a pipe, wait for the reader (`| less`
+     * must not lose output), unless the user bounded the job with
+     * --timeout; a signal gives up at once (on_signals). */
+    L.stall_ns = L.timeout > 0 ? (uint64_t)(L.timeout * 1e9) : 0;
+    L.stall_at = L.stall_ns ? util_now_ns() + L.stall_ns : 0;
+}
+
+static int output_pending(void)
+{
+    for (int i = 0; i < L.np; i++)
+        if (L.r[i].out[0].fd >= 0 || L.r[i].out[1].fd >= 0)
+            return 1;
+    return queued(&L.q[0]) || queued(&L.q[1]);
+}
+
 static void run(void)
 {
     L.pfd[0] = (struct pollfd){.fd = L.sigfd, .events = POLLIN};
-    while (L.nlive > 0) {
-        if (L.retry) {
-            L.retry = 0;
-            for (int i = 0; i < L.np; i++)
-                flush_reply(&L.r[i]);
-        }
-        fill_pollfds();
-        int n = poll(L.pfd, 1 + 3 * (nfds_t)L.np, poll_timeout_ms(util_now_ns()));
-        if (n < 0 && errno != EINTR)
-            die("poll");
-        if (n > 0)
-            dispatch();
-        run_timers(util_now_ns());
-    }
-    /* Descendants of a rank may still hold its pipes: take what is there. */
-    for (int i = 0; i < L.np; i++)
-        for (int k = 0; k < 2; k++) {
-            pump(&L.r[i].out[k], i, DRAIN_READS);
-            if (L.r[i].out[k].fd >= 0)
-                close_stream(&L.r[i].out[k], i);
-        }
+    while (L.nlive > 0)
+        step();
+    end_of_job();
+    while (!L.abandoned && output_pending())
+        step();
 }
 
 /* ---- start-up ------------------------------------------------------------- */
@@ -967,8 +1144,8 @@ static int spawn(int i)
     set_nonblock(pe[0]);
     r->pid = pid;
     r->sock = sv[0];
-    r->out[0] = (struct stream){.fd = po[0], .to = 1};
-    r->out[1] = (struct stream){.fd = pe[0], .to = 2};
+    r->out[0] = (struct stream){.fd = po[0], .to = L.dest[0], .left = SIZE_MAX};
+    r->out[1] = (struct stream){.fd = pe[0], .to = L.dest[1], .left = SIZE_MAX};
     L.nlive++;
     return 0;
 }
@@ -979,11 +1156,12 @@ int main(int argc, char **argv)
     check_program(L.argv[0]);
     ensure_std_fds();
     setup_process();
+    queue_init();
     make_job_block();
     L.r = xcalloc((size_t)L.np, sizeof *L.r);
     for (int i = 0; i < L.np; i++)
         L.r[i] = (struct rank){.sock = -1, .out = {{.fd = -1}, {.fd = -1}}};
-    L.pfd = xcalloc(1 + 3 * (size_t)L.np, sizeof *L.pfd);
+    L.pfd = xcalloc(3 + 3 * (size_t)L.np, sizeof *L.pfd);
     if (L.timeout > 0)
         L.timeout_at = util_now_ns() + (uint64_t)(L.timeout * 1e9);
     for (int i = 0; i < L.np && spawn(i) == 0; i++)
