@@ -102,8 +102,9 @@ static void med_rep(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
 static void test_medium(void)
 {
     size_t max = shoal_am_max_medium();
-    /* the default geometry promises 64 KiB; tiny test rings give less */
-    CHECK(getenv("SHOAL_SHM_RING_SLOTS") || max >= 65536, "medium limit %zu below 64 KiB", max);
+    /* the default geometry promises 64 KiB up to 16 ranks; tiny test rings
+     * and the smaller rings of bigger jobs give less */
+    CHECK(getenv("SHOAL_SHM_RING_SLOTS") || np > 16 || max >= 65536, "medium limit %zu below 64 KiB", max);
     char *buf = malloc(max);
     CHECK(buf, "oom");
     size_t sizes[64];
