@@ -205,7 +205,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[nargs + 1] = nbytes;
         extra = seg;
     }
-    ring_tx_commit(tx, slot, m, am_tag(handler, nargs, kind, extra));
+    ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
     am.stats.am_sent[cls]++;
     am.stats.bytes_sent += nbytes;
     return SHOAL_OK;

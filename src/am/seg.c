@@ -31,7 +31,7 @@ int shoal_seg_create(size_t size, shoal_seg_t *seg)
         util_fatal("out of memory for the table of segment %d", id); /* peers are in the collective */
     /* Handlers run while the descriptors are exchanged (the boot progress
      * hook), so a peer that waits for us meanwhile is served. */
-    int rc = shm_exchange_alloc("shoal-seg", bytes, am.nranks, s->bases, s->sizes);
+    int rc = shm_exchange_alloc("shoal-seg", bytes, NULL, 0, am.nranks, s->bases, s->sizes);
     if (rc) {
         free(s->bases);
         free(s->sizes);

@@ -30,7 +30,6 @@ void ring_tx_fini(struct ring_tx *tx)
 void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots)
 {
     memset(rx, 0, sizeof *rx);
-    rx->nslots = nslots;
     rx->mask = nslots - 1;
     rx->shift = (unsigned)__builtin_ctz(nslots);
     rx->slots = slots;
@@ -57,15 +56,7 @@ struct ring_slot *ring_tx_reserve_slow(struct ring_tx *tx, uint32_t m)
             return NULL;
         }
     }
-    if (pad) {
-        /* The pad's body is never read, so only its control word is written. */
-        struct ring_slot *first = &tx->slots[idx];
-        uint64_t next = tx->tail + pad;
-        tx->held[idx] = (uint8_t)ring_sense(tx->tail, tx->shift);
-        ring_tx_guard(tx, next);
-        atomic_store_explicit(&first->ctl, ring_ctl(tx->tail, tx->shift, RING_TYPE_PAD, pad, 0),
-                              memory_order_release);
-        tx->tail = next;
-    }
+    if (pad) /* its body is never read or written: only the control word */
+        ring_tx_publish(tx, RING_TYPE_PAD, pad, 0);
     return &tx->slots[(uint32_t)tx->tail & tx->mask];
 }

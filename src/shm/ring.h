@@ -87,7 +87,6 @@ struct ring_rx {
     uint64_t head;
     uint64_t published; /* the head value last stored to shared->head */
     uint32_t publish_batch;
-    uint32_t nslots;
     uint32_t mask;
     unsigned shift;
     struct ring_slot *slots;
@@ -139,8 +138,6 @@ static inline struct ring_slot *ring_tx_reserve(struct ring_tx *tx, uint32_t m)
     return ring_tx_reserve_slow(tx, m);
 }
 
-/* Publishes the m-slot message at the slot ring_tx_reserve returned.  The
- * body must already be written; tag is the upper layer's 44 bits. */
 /* Before a message ending at `next` is published: slot `next` must hold a
  * control word of the wrong parity for its pass, so the receiver waits there. */
 static inline void ring_tx_guard(struct ring_tx *tx, uint64_t next)
@@ -153,23 +150,27 @@ static inline void ring_tx_guard(struct ring_tx *tx, uint64_t next)
     tx->held[q] = invalid;
 }
 
-/* Records that [first, first+m) now holds a header then body bytes. */
-static inline void ring_tx_note(struct ring_tx *tx, uint64_t first, uint32_t m)
+/* Publishes an m-slot entry of `type` at tail: the guard slot after it
+ * first, then its control word with release order.  Messages and pads
+ * both go through here. */
+static inline void ring_tx_publish(struct ring_tx *tx, unsigned type, uint32_t m, uint64_t tag)
 {
-    uint32_t i = (uint32_t)first & tx->mask;
-    tx->held[i] = (uint8_t)ring_sense(first, tx->shift);
-    if (m > 1)
-        memset(&tx->held[i + 1], RING_SLOT_BODY, m - 1);
-}
-
-static inline void ring_tx_commit(struct ring_tx *tx, struct ring_slot *first, uint32_t m, uint64_t tag)
-{
+    uint32_t i = (uint32_t)tx->tail & tx->mask;
     uint64_t next = tx->tail + m;
-    ring_tx_note(tx, tx->tail, m);
+    tx->held[i] = (uint8_t)ring_sense(tx->tail, tx->shift);
     ring_tx_guard(tx, next);
-    atomic_store_explicit(&first->ctl, ring_ctl(tx->tail, tx->shift, RING_TYPE_MSG, m, tag),
+    atomic_store_explicit(&tx->slots[i].ctl, ring_ctl(tx->tail, tx->shift, type, m, tag),
                           memory_order_release);
     tx->tail = next;
+}
+
+/* Publishes the m-slot message at the slot ring_tx_reserve returned.  The
+ * body must already be written; tag is the upper layer's 44 bits. */
+static inline void ring_tx_commit(struct ring_tx *tx, uint32_t m, uint64_t tag)
+{
+    if (m > 1) /* its body slots now hold bytes that may look like anything */
+        memset(&tx->held[((uint32_t)tx->tail & tx->mask) + 1], RING_SLOT_BODY, m - 1);
+    ring_tx_publish(tx, RING_TYPE_MSG, m, tag);
 }
 
 /* Moves the receiver's head forward by m slots. */

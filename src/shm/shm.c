@@ -135,7 +135,8 @@ struct shm_alloc_result {
     int32_t map_rc;   /* mapping everyone's */
 };
 
-int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes)
+int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
+                       void **bases, size_t *sizes)
 {
     /* Every rank joins the exchange even when its own allocation failed (with
      * an empty placeholder), then all agree on the outcome, so one rank's
@@ -144,9 +145,12 @@ int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases,
     int myfd = -1;
     void *p;
     mine.alloc_rc = shm_alloc(name, bytes, &myfd, &p);
-    if (mine.alloc_rc == SHOAL_OK)
+    if (mine.alloc_rc == SHOAL_OK) {
+        /* written before sharing: a peer sees it as soon as it maps the fd */
+        if (head_len)
+            memcpy(p, head, head_len);
         munmap(p, bytes); /* remapped below with every peer's, in one loop */
-    else
+    } else
         myfd = memfd_create("shoal-placeholder", MFD_CLOEXEC);
     int *fds = fd_array(nranks);
     struct shm_alloc_result *all = calloc((size_t)nranks, sizeof *all);
@@ -216,32 +220,16 @@ int shm_init(struct shm_state *st, int rank, int nranks)
     st->rx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->rx);
     if (!st->regions || !sizes || !st->tx || !st->rx)
         return SHOAL_ENOMEM;
-    /* Each rank writes its own header before the exchange: the mapping is
-     * the same memory, so peers see it once they map the descriptor. */
-    int fd;
-    void *mine;
-    int rc = shm_alloc("shoal-inbox", st->region_bytes, &fd, &mine);
+    struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
+                                  .owner_rank = (uint32_t)rank, .nranks = (uint32_t)nranks,
+                                  .ring_slots = st->ring_slots, .rings_offset = rings_offset(nranks),
+                                  .total_bytes = st->region_bytes, .owner_pid = getpid()};
+    int rc = shm_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        rc = check_region(st->regions[r], r, nranks, st->ring_slots, sizes[r]);
     if (rc)
         return rc;
-    st->regions[rank] = mine;
-    sizes[rank] = st->region_bytes;
-    struct shm_region_header *h = mine;
-    *h = (struct shm_region_header){.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
-                                    .owner_rank = (uint32_t)rank, .nranks = (uint32_t)nranks,
-                                    .ring_slots = st->ring_slots, .rings_offset = rings_offset(nranks),
-                                    .total_bytes = st->region_bytes, .owner_pid = getpid()};
-    int *fds = fd_array(nranks);
-    rc = fds ? boot_exchange_fd(fd, fds) : SHOAL_ENOMEM;
-    close(fd);
-    for (int r = 0; r < nranks && rc == SHOAL_OK; r++) {
-        if (r != rank)
-            rc = shm_map_fd(fds[r], &st->regions[r], &sizes[r]);
-        if (rc == SHOAL_OK)
-            rc = check_region(st->regions[r], r, nranks, st->ring_slots, sizes[r]);
-    }
-    close_fds(fds, nranks);
-    if (rc)
-        return rc;
+    void *mine = st->regions[rank];
     for (int peer = 0; peer < nranks; peer++) {
         for (unsigned c = 0; c < SHM_CLASSES; c++) {
             rc = ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],

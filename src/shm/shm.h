@@ -68,10 +68,12 @@ int shm_alloc(const char *name, size_t bytes, int *fd, void **addr);
 /* Maps a descriptor received from a peer, whole file, prefaulted. */
 int shm_map_fd(int fd, void **addr, size_t *bytes);
 
-/* Collective: every rank allocates `bytes`, all map everyone's.  bases and
+/* Collective: every rank allocates `bytes`, writes head_len bytes of head
+ * at its start (head may be NULL when head_len is 0), all map everyone's.  bases and
  * sizes have nranks entries, bases zeroed by the caller.  All ranks return
  * the same status: if any rank's allocation or mapping failed, every rank
  * unmaps what it mapped and returns the first failure. */
-int shm_exchange_alloc(const char *name, size_t bytes, int nranks, void **bases, size_t *sizes);
+int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
+                       void **bases, size_t *sizes);
 
 #endif

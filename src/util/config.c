@@ -62,7 +62,7 @@ static int validate(enum util_cfg_id id, const char *v)
     case CFG_STRICT:
         return (v[0] && strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_SHM_RING_SLOTS:
-        if (parse_int(v, &n) || n < 0 || n > (1 << 20) || (n & (n - 1)))
+        if (parse_int(v, &n) || n > (1 << 20) || (n & (n - 1)))
             return -1;
         return (n != 0 && n < 64) ? -1 : 0;
     case CFG_JOB_ID:
@@ -70,11 +70,11 @@ static int validate(enum util_cfg_id id, const char *v)
     case CFG_RANK: case CFG_SIZE: case CFG_BOOT_FD: case CFG_JOB_FD:
         if (v[0] == '\0')
             return 0;
-        return (parse_int(v, &n) || n < 0) ? -1 : 0;
+        return parse_int(v, &n) ? -1 : 0;
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     default:
-        return (parse_int(v, &n) || n < 0) ? -1 : 0;
+        return parse_int(v, &n) ? -1 : 0;
     }
 }
 

@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <time.h>
 
-#define UTIL_CACHELINE 64
 #define UTIL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define UTIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 

@@ -65,7 +65,7 @@ static int try_send(struct test_ring *r, uint32_t m, uint64_t seq)
     if (!s)
         return 0;
     fill(r, s, m, seq);
-    ring_tx_commit(&r->tx, s, m, seq & ((1ull << 44) - 1));
+    ring_tx_commit(&r->tx, m, seq & ((1ull << 44) - 1));
     return 1;
 }
 
