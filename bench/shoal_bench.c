@@ -22,7 +22,69 @@
  *            "logp_os" time per send call in a burst that fits the ring;
  *            "logp_or" time in shoal_poll per message, polling a burst that
  *            is already there; "logp_g" time per message of the flood;
- *            "logp_L" = half round trip - o_s - o_r, batch by batch. */
+ *            "logp_L" = half round trip - o_s - o_r, batch by batch.
+ * One-sided (RMA) tests.  Each rank makes one segment with shoal_mem_create
+ * (SHOAL_MEM_ALL) at the start, lays out its FIFO or signal structure in it
+ * if the test has one, and shoal_mem_exchange hands every rank the peer's
+ * descriptor; the segment serves every batch.  A probe get tells whether
+ * commands to the peer run directly on mapped memory (SHOAL_RMA_DIRECT=1,
+ * the default) or are executed by the peer's progress engine
+ * (SHOAL_RMA_DIRECT=0).  On the direct path a rank waiting for a word
+ * spins on plain (acquire) loads of its own segment with no library call;
+ * on the other, the same loop also calls shoal_poll() so the peer's
+ * commands get executed.  Every wait gives up after WAIT_LIMIT_S with a
+ * message instead of hanging.  Blocking commands are flags 0, h NULL.
+ *   put      ping-pong of blocking shoal_put: rank 0 puts S bytes at offset
+ *            0 of rank 1's segment, the last 8 bytes holding a sequence
+ *            number that grows every iteration; rank 1 waits until that word
+ *            of its segment holds it and puts S bytes back the same way;
+ *            half round trip ("put_lat").  Size 8 unless --max is given,
+ *            then the sweep --min..--max (multiples of 8).  For S > 8 only
+ *            the last word is waited for ("the put is visible at the target"
+ *            as OSU-style put latencies define it).
+ *   putflag  the same ping-pong with shoal_put_flag: 8 bytes of data at
+ *            offset 0, then the flag word at offset 8 (same cache line, as a
+ *            FIFO entry's data and sequence word); the receiver waits for the
+ *            flag, then checks the data; half round trip ("putflag_lat", 8).
+ *   get      back-to-back blocking 8-byte shoal_get from rank 1's segment;
+ *            mean time per get, a full round trip, not halved ("get_lat").
+ *   fadd     back-to-back shoal_fetch_add64(+1) on a word of rank 1; mean
+ *            time per operation ("fadd_lat", 8).
+ *   cswap    back-to-back blocking shoal_cas (cmp_off == swap_off) on a word
+ *            of rank 1, each one succeeding (cur -> cur + 1); mean time per
+ *            operation ("cswap_lat", 8).
+ *   arate    N shoal_fetch_op(ADD, INT64, +1, no old value, SHOAL_COLOR(1))
+ *            on one word of rank 1 back to back, then shoal_color_wait(1);
+ *            million operations per second ("atomic_rate", 8, unit "Mops").
+ *   putbw    shoal_put of S bytes with SHOAL_COLOR(1), --window (16) of them
+ *            to separate slots of rank 1's segment, then shoal_color_wait(1),
+ *            repeated (the batch ends with a wait); GB/s per size ("put_bw").
+ *   fifo     each rank lays out a FIFO in its segment (shoal_fifo_init:
+ *            64-byte entries, 256 of them, kind 0); ping-pong: rank 0
+ *            shoal_fifo_enqueue()s (blocking) 8 bytes into rank 1's FIFO,
+ *            rank 1 calls shoal_fifo_dequeue until it stops returning
+ *            SHOAL_EAGAIN and enqueues the same 8 bytes into rank 0's FIFO;
+ *            half round trip ("fifo_lat", 8).  Every dequeue is checked for
+ *            the sender's rank, length and value.
+ *   signal   each rank lays out a signal structure in its segment
+ *            (SHOAL_SIG_STORE_NONE, SHOAL_SIG_EVERY, a registered handler that
+ *            records the sender and datum and increments a counter);
+ *            ping-pong: rank 0 shoal_signal()s 8 bytes to rank 1 fire and
+ *            forget with SHOAL_STATUS_FAILURES (no reply on success, so the
+ *            one way is one message and one handler, as the other tests'
+ *            one way carries no acknowledgement; blocking would add the
+ *            status reply), rank 1 polls until its handler has run and
+ *            signals back the same way; half round trip ("signal_lat", 8).
+ *            Every delivery is checked for sender and value, and a
+ *            shoal_fence at the end reports any failed signal.
+ *   fifo and signal also measure the putflag ping-pong, batch for batch
+ *   interleaved with their own, and print it as "putflag_lat": their
+ *   baseline from the same run.
+ *   get, fadd, cswap, arate, putbw: rank 1 only waits in shoal_barrier()
+ *   (which polls) while rank 0 works, and never touches the memory.  After
+ *   the timing rank 0 reads the atomic word back with shoal_get and fails if
+ *   it is not the number of operations done (fadd and cswap also check every
+ *   old value); get checks every value read and putbw the last data moved. */
 #include "common.h"
 
 #include <shoal.h>
@@ -302,6 +364,352 @@ static void run_logp(const struct bench_opts *o)
     emit(o, "logp_g", 8, "us", nflood, g);
 }
 
+/* ---- one-sided (RMA) tests ------------------------------------------------ */
+
+#define RMA_SEG_BYTES (64u << 10) /* tests without a sized payload */
+#define PF_DATA 0                 /* putflag: 8 data bytes ... */
+#define PF_FLAG 8                 /* ... and the flag word, one cache line */
+#define ATOM_OFF 0                /* get, fadd, cswap, arate: the word */
+#define STRUCT_OFF 4096           /* fifo, signal: the structure */
+#define FIFO_ENTRY 64
+#define FIFO_ENTRIES 256
+#define SIG_HANDLER 0             /* signal handler index */
+#define GET_PATTERN 0x0123456789abcdefull
+#define WAIT_LIMIT_S 10.0         /* a wait longer than this is a hang */
+
+static shoal_mem_t rmem;          /* this rank's segment */
+static unsigned char *rbase;      /* its local view */
+static shoal_rmem_t rpeer[2];     /* every rank's descriptor */
+static int rdirect;               /* commands to the peer run here */
+static uint64_t pp_seq;           /* put/putflag ping-pong sequence, same on both ranks */
+static uint64_t ff_seq, sig_seq;  /* fifo and signal ping-pong sequences */
+static uint64_t atom_done;        /* rank 0: operations done on rank 1's word */
+static volatile uint64_t sig_count, sig_value; /* handler runs so far, last datum */
+static uint64_t sig_taken; /* of them consumed by signal_pingpong (a barrier's polling can run
+                              the handler for the next batch's first signal early) */
+static volatile int sig_src;
+static volatile size_t sig_len;
+
+static void sig_handler(shoal_mem_t mem, size_t off, int src, const void *data, size_t n, size_t offset)
+{
+    (void)mem, (void)off, (void)offset;
+    uint64_t v = 0;
+    if (n == sizeof v)
+        memcpy(&v, data, sizeof v);
+    sig_src = src;
+    sig_len = n;
+    sig_value = v;
+    sig_count++;
+}
+
+/* Called every 2^20 turns of a wait loop: ends the job with what it was
+ * waiting for once the wait has lasted WAIT_LIMIT_S. */
+static void wait_watchdog(double *since, const char *what, uint64_t want)
+{
+    double now = bench_now();
+    if (*since == 0) {
+        *since = now;
+        return;
+    }
+    if (now - *since < WAIT_LIMIT_S)
+        return;
+    struct shoal_stats st;
+    check(shoal_stats_get(&st), "shoal_stats_get");
+    shoal_abort(1, "waited %.0f s for %s (value %llu) on the %s path; rma_failures %llu, "
+                "rma_refused %llu, rma_executed %llu",
+                now - *since, what, (unsigned long long)want,
+                rdirect ? "direct" : "target-executed (SHOAL_RMA_DIRECT=0)",
+                (unsigned long long)st.rma_failures, (unsigned long long)st.rma_refused,
+                (unsigned long long)st.rma_executed);
+}
+
+/* Loops until cond, calling shoal_poll() each turn if poll_ is true. */
+#define SPIN_UNTIL(cond, poll_, what, want)                            \
+    do {                                                               \
+        unsigned long spins_ = 0;                                      \
+        double since_ = 0;                                             \
+        while (!(cond)) {                                              \
+            if (poll_)                                                 \
+                check(shoal_poll(), "shoal_poll");                     \
+            if ((++spins_ & 0xfffffu) == 0)                            \
+                wait_watchdog(&since_, what, want);                    \
+        }                                                              \
+    } while (0)
+
+/* Waits until the word at off of this rank's segment holds want. */
+static void await_word(size_t off, uint64_t want, const char *what)
+{
+    const uint64_t *w = (const uint64_t *)(rbase + off);
+    SPIN_UNTIL(__atomic_load_n(w, __ATOMIC_ACQUIRE) == want, !rdirect, what, want);
+}
+
+/* Makes this rank's segment of `bytes`, lays out the test's structure (so
+ * it is ready before any peer has the descriptor), exchanges descriptors
+ * and finds out which path commands to the peer take. */
+static void rma_setup(const char *test, size_t bytes)
+{
+    int peer = 1 - rank;
+    size_t size;
+    void *base;
+    check(shoal_mem_create(bytes, SHOAL_MEM_ALL, &rmem), "shoal_mem_create");
+    check(shoal_mem_local(rmem, &base, &size), "shoal_mem_local");
+    rbase = base;
+    if (strcmp(test, "get") == 0)
+        memcpy(rbase + ATOM_OFF, &(uint64_t){GET_PATTERN}, 8);
+    if (strcmp(test, "fifo") == 0)
+        check(shoal_fifo_init(rmem, STRUCT_OFF, FIFO_ENTRY, FIFO_ENTRIES, 0), "shoal_fifo_init");
+    if (strcmp(test, "signal") == 0) {
+        struct shoal_signal_config cfg = {
+            .storage = SHOAL_SIG_STORE_NONE, .condition = SHOAL_SIG_EVERY, .handler = SIG_HANDLER};
+        check(shoal_signal_register(SIG_HANDLER, sig_handler), "shoal_signal_register");
+        check(shoal_signal_init(rmem, STRUCT_OFF, &cfg), "shoal_signal_init");
+    }
+    check(shoal_mem_exchange(rmem, rpeer), "shoal_mem_exchange");
+    /* Both ranks probe at once; a blocking command's wait polls, so each
+     * serves the other's probe on the target-executed path. */
+    struct shoal_stats before, after;
+    uint64_t probe;
+    check(shoal_stats_get(&before), "shoal_stats_get");
+    check(shoal_get(&probe, rpeer[peer], 0, sizeof probe, 0, NULL), "shoal_get (path probe)");
+    check(shoal_stats_get(&after), "shoal_stats_get");
+    rdirect = after.rma_direct != before.rma_direct;
+    if (rdirect == (after.rma_remote != before.rma_remote))
+        shoal_abort(1, "path probe: rma_direct +%llu, rma_remote +%llu for one get",
+                    (unsigned long long)(after.rma_direct - before.rma_direct),
+                    (unsigned long long)(after.rma_remote - before.rma_remote));
+}
+
+/* Completes everything (reporting fire-and-forget failures), then ends the
+ * segment once the peer cannot be using it any more. */
+static void rma_teardown(void)
+{
+    check(shoal_fence(), "shoal_fence");
+    check(shoal_barrier(), "barrier");
+    check(shoal_mem_destroy(rmem), "shoal_mem_destroy");
+}
+
+/* n round trips of blocking puts of `size` bytes (putflag: shoal_put_flag
+ * of 8 bytes); rank 0 returns the elapsed seconds. */
+static double put_pingpong(int flag, unsigned char *src, size_t size, long n)
+{
+    int peer = 1 - rank;
+    size_t word = flag ? PF_FLAG : size - 8;
+    const char *what = flag ? "the put_flag's flag" : "the put's last word";
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        uint64_t v = ++pp_seq;
+        for (int turn = 0; turn < 2; turn++) {
+            if (turn == (rank == 0)) { /* rank 0 sends first, rank 1 waits first */
+                await_word(word, v, what);
+                if (flag && *(const volatile uint64_t *)(rbase + PF_DATA) != v)
+                    shoal_abort(1, "putflag: flag %llu seen with data %llu", (unsigned long long)v,
+                                (unsigned long long)*(const volatile uint64_t *)(rbase + PF_DATA));
+            } else if (flag) {
+                check(shoal_put_flag(rpeer[peer], PF_DATA, &v, sizeof v, PF_FLAG, v, 0, NULL),
+                      "shoal_put_flag");
+            } else {
+                memcpy(src + size - 8, &v, sizeof v);
+                check(shoal_put(rpeer[peer], 0, src, size, 0, NULL), "shoal_put");
+            }
+        }
+    }
+    return rank == 0 ? bench_now() - t0 : 0;
+}
+
+/* n round trips of 8-byte FIFO entries. */
+static double fifo_pingpong(long n)
+{
+    int peer = 1 - rank;
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        uint64_t v = ++ff_seq;
+        for (int turn = 0; turn < 2; turn++) {
+            if (turn == (rank == 0)) {
+                uint64_t got = 0;
+                size_t len = 0;
+                int src = -1, rc;
+                SPIN_UNTIL((rc = shoal_fifo_dequeue(rmem, STRUCT_OFF, &got, sizeof got, &len, &src)) !=
+                               SHOAL_EAGAIN,
+                           !rdirect, "a FIFO entry", v);
+                check(rc, "shoal_fifo_dequeue");
+                if (src != peer || len != sizeof got || got != v)
+                    shoal_abort(1, "shoal_fifo_dequeue: entry from rank %d, %zu bytes, value %llu; "
+                                "expected rank %d, 8 bytes, value %llu",
+                                src, len, (unsigned long long)got, peer, (unsigned long long)v);
+            } else {
+                check(shoal_fifo_enqueue(rpeer[peer], STRUCT_OFF, &v, sizeof v, 0, NULL),
+                      "shoal_fifo_enqueue");
+            }
+        }
+    }
+    return rank == 0 ? bench_now() - t0 : 0;
+}
+
+/* n round trips of 8-byte signals; the handler runs in shoal_poll. */
+static double signal_pingpong(long n)
+{
+    int peer = 1 - rank;
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        uint64_t v = ++sig_seq;
+        for (int turn = 0; turn < 2; turn++) {
+            if (turn == (rank == 0)) {
+                SPIN_UNTIL(sig_count != sig_taken, 1, "a signal", v);
+                if (++sig_taken != sig_count || sig_src != peer || sig_len != sizeof v || sig_value != v)
+                    shoal_abort(1, "signal handler ran %llu times for one signal; last from rank %d, "
+                                "%zu bytes, value %llu; expected rank %d, 8 bytes, value %llu",
+                                (unsigned long long)(sig_count - sig_taken + 1), sig_src, (size_t)sig_len,
+                                (unsigned long long)sig_value, peer, (unsigned long long)v);
+            } else {
+                check(shoal_signal(rpeer[peer], STRUCT_OFF, &v, sizeof v, 0, SHOAL_STATUS_FAILURES, NULL),
+                      "shoal_signal");
+            }
+        }
+    }
+    return rank == 0 ? bench_now() - t0 : 0;
+}
+
+/* n back-to-back operations of rank 0 on rank 1's memory (rank 1 returns
+ * at once and waits in the next barrier); rank 0 returns the seconds. */
+static double one_sided(const char *test, long n, const unsigned char *src, size_t size, int w)
+{
+    if (rank != 0)
+        return 0;
+    shoal_rmem_t m = rpeer[1];
+    double t0 = bench_now();
+    if (strcmp(test, "get") == 0) {
+        for (long i = 0; i < n; i++) {
+            uint64_t x = 0;
+            check(shoal_get(&x, m, ATOM_OFF, sizeof x, 0, NULL), "shoal_get");
+            if (x != GET_PATTERN)
+                shoal_abort(1, "shoal_get read %#llx, expected %#llx", (unsigned long long)x, GET_PATTERN);
+        }
+    } else if (strcmp(test, "fadd") == 0) {
+        for (long i = 0; i < n; i++) {
+            int64_t old;
+            check(shoal_fetch_add64(m, ATOM_OFF, 1, &old), "shoal_fetch_add64");
+            if ((uint64_t)old != atom_done++)
+                shoal_abort(1, "shoal_fetch_add64: old value %lld, expected %llu", (long long)old,
+                            (unsigned long long)atom_done - 1);
+        }
+    } else if (strcmp(test, "cswap") == 0) {
+        for (long i = 0; i < n; i++) {
+            struct shoal_cas_result r;
+            check(shoal_cas(m, ATOM_OFF, atom_done, ATOM_OFF, atom_done + 1, &r, 0, NULL), "shoal_cas");
+            if (!r.swapped || r.observed != atom_done)
+                shoal_abort(1, "shoal_cas(expected %llu): swapped %d, observed %llu",
+                            (unsigned long long)atom_done, (int)r.swapped, (unsigned long long)r.observed);
+            atom_done++;
+        }
+    } else if (strcmp(test, "arate") == 0) {
+        static const int64_t one = 1;
+        for (long i = 0; i < n; i++)
+            check(shoal_fetch_op(m, ATOM_OFF, SHOAL_AOP_ADD, SHOAL_INT64, &one, NULL, 1, SHOAL_COLOR(1), NULL),
+                  "shoal_fetch_op");
+        check(shoal_color_wait(1), "shoal_color_wait");
+        atom_done += (uint64_t)n;
+    } else { /* putbw */
+        for (long done = 0; done < n; done += w) {
+            long k = n - done < w ? n - done : w;
+            for (long j = 0; j < k; j++)
+                check(shoal_put(m, (size_t)j * size, src, size, SHOAL_COLOR(1), NULL), "shoal_put");
+            check(shoal_color_wait(1), "shoal_color_wait");
+        }
+    }
+    return bench_now() - t0;
+}
+
+/* After the timing: rank 0 reads rank 1's word back (rank 1 polls in the
+ * barrier meanwhile) and fails unless every operation counted. */
+static void check_atomic_word(const char *test)
+{
+    if (rank == 0) {
+        uint64_t x = 0;
+        check(shoal_get(&x, rpeer[1], ATOM_OFF, sizeof x, 0, NULL), "shoal_get (result check)");
+        if (x != atom_done)
+            shoal_abort(1, "%s: rank 1's word is %llu after %llu operations", test, (unsigned long long)x,
+                        (unsigned long long)atom_done);
+    }
+    check(shoal_barrier(), "barrier");
+}
+
+static void run_one_sided(const struct bench_opts *o, const unsigned char *src)
+{
+    double v[BENCH_MAX_BATCHES];
+    int is_bw = strcmp(o->test, "putbw") == 0, is_rate = strcmp(o->test, "arate") == 0;
+    const char *name = is_bw ? "put_bw" : is_rate ? "atomic_rate"
+                       : strcmp(o->test, "get") == 0 ? "get_lat"
+                       : strcmp(o->test, "fadd") == 0 ? "fadd_lat" : "cswap_lat";
+    size_t lo = is_bw ? o->min_size : 8, hi = is_bw ? o->max_size : 8;
+    for (size_t s = lo; s <= hi; s *= 2) {
+        long n = is_bw ? bench_iters_for(o, s) : o->iters;
+        BATCHES(o, v, one_sided(o->test, n, src, s, o->window));
+        for (int b = 0; b < o->batches; b++)
+            v[b] = is_bw ? (double)n * (double)s / v[b] / 1e9
+                   : is_rate ? (double)n / v[b] / 1e6 : v[b] / (double)n * 1e6;
+        check(shoal_barrier(), "barrier"); /* rank 1 polls until rank 0 is done */
+        emit(o, name, s, is_bw ? "GB/s" : is_rate ? "Mops" : "us", n, v);
+    }
+    if (is_bw) {
+        /* The last size's first slot holds the source's bytes. */
+        size_t last = lo;
+        while (last * 2 <= hi)
+            last *= 2;
+        if (rank == 1 && memcmp(rbase, src, last) != 0)
+            shoal_abort(1, "putbw: rank 1's first slot does not hold the data put");
+        check(shoal_barrier(), "barrier");
+    } else if (strcmp(o->test, "get") != 0) {
+        check_atomic_word(o->test);
+    }
+}
+
+/* put / putflag: the ping-pong alone; fifo / signal: the putflag baseline
+ * and the test's own ping-pong, batch by batch. */
+static void run_notify(const struct bench_opts *o, unsigned char *src)
+{
+    double v[BENCH_MAX_BATCHES], base[BENCH_MAX_BATCHES];
+    long n = o->iters;
+    if (strcmp(o->test, "put") == 0) {
+        for (size_t s = o->min_size; s <= o->max_size; s *= 2) {
+            long ns = bench_iters_for(o, s);
+            BATCHES(o, v, put_pingpong(0, src, s, ns));
+            scale(v, o->batches, 1e6 / (double)ns / 2);
+            emit(o, "put_lat", s, "us", ns, v);
+        }
+        return;
+    }
+    if (strcmp(o->test, "putflag") == 0) {
+        BATCHES(o, v, put_pingpong(1, NULL, 8, n));
+        scale(v, o->batches, 1e6 / (double)n / 2);
+        emit(o, "putflag_lat", 8, "us", n, v);
+        return;
+    }
+    int fifo = strcmp(o->test, "fifo") == 0;
+    for (int b = -1; b < o->batches; b++) {
+        check(shoal_barrier(), "barrier");
+        double tb = put_pingpong(1, NULL, 8, n);
+        check(shoal_barrier(), "barrier");
+        double t = fifo ? fifo_pingpong(n) : signal_pingpong(n);
+        if (b >= 0) {
+            base[b] = tb;
+            v[b] = t;
+        }
+    }
+    scale(base, o->batches, 1e6 / (double)n / 2);
+    scale(v, o->batches, 1e6 / (double)n / 2);
+    emit(o, "putflag_lat", 8, "us", n, base);
+    emit(o, fifo ? "fifo_lat" : "signal_lat", 8, "us", n, v);
+}
+
+/* Whether argv has option opt (to tell a default from a given value). */
+static int has_option(int argc, char **argv, const char *opt)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], opt) == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct bench_opts o = {
@@ -321,10 +729,16 @@ int main(int argc, char **argv)
     rank = shoal_rank();
     for (unsigned h = 0; h < sizeof handlers / sizeof handlers[0]; h++)
         check(shoal_am_register(h, handlers[h]), "am_register");
-    if (bench_parse(argc, argv, &o, "short medium long rate bw barrier logp") < 0)
+    if (bench_parse(argc, argv, &o,
+                    "short medium long rate bw barrier logp "
+                    "put putflag get fadd cswap arate putbw fifo signal") < 0)
         shoal_abort(2, "bad command line");
-    if (o.iters == 0) /* a flood message costs a fraction of a round trip */
-        o.iters = strcmp(o.test, "rate") == 0 ? 200000 : 20000;
+    /* A flood message, or a blocking get or atomic, costs a fraction of a
+     * round trip: more of them per batch. */
+    int is_rma_op = strcmp(o.test, "get") == 0 || strcmp(o.test, "fadd") == 0 ||
+                    strcmp(o.test, "cswap") == 0 || strcmp(o.test, "arate") == 0;
+    if (o.iters == 0)
+        o.iters = strcmp(o.test, "rate") == 0 || is_rma_op ? 200000 : 20000;
     if (shoal_size() != 2 && strcmp(o.test, "barrier") != 0)
         shoal_abort(2, "test %s needs exactly 2 ranks, not %d", o.test, shoal_size());
     bench_pin_if_unpinned(rank);
@@ -340,6 +754,24 @@ int main(int argc, char **argv)
     }
     if (is_long)
         check(shoal_seg_create(o.max_size * (size_t)o.window, &seg), "seg_create");
+
+    /* One-sided tests: put sweeps only when --max is given; its payloads
+     * end in an aligned 8-byte word. */
+    int is_put = strcmp(o.test, "put") == 0, is_putbw = strcmp(o.test, "putbw") == 0;
+    int is_notify = is_put || strcmp(o.test, "putflag") == 0 || strcmp(o.test, "fifo") == 0 ||
+                    strcmp(o.test, "signal") == 0;
+    if (is_put && !has_option(argc, argv, "--max"))
+        o.max_size = o.min_size;
+    if (is_put && o.min_size % 8 != 0)
+        shoal_abort(2, "put: --min must be a multiple of 8 (the payload ends in the 8-byte word waited on)");
+    if (is_put || is_putbw) {
+        if (!(src = malloc(o.max_size)))
+            shoal_abort(1, "out of memory");
+        for (size_t i = 0; i < o.max_size; i++) /* the same bytes on both ranks */
+            src[i] = (unsigned char)(i * 7 + 1);
+    }
+    if (is_notify || is_rma_op || is_putbw)
+        rma_setup(o.test, is_put ? o.max_size : is_putbw ? o.max_size * (size_t)o.window : RMA_SEG_BYTES);
 
     if (strcmp(o.test, "short") == 0) {
         BATCHES(&o, v, pingpong(PING_SHORT, NULL, 8, o.iters));
@@ -367,6 +799,12 @@ int main(int argc, char **argv)
         BATCHES(&o, v, barriers(o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters);
         emit(&o, "barrier_lat", 0, "us", o.iters, v);
+    } else if (is_notify) {
+        run_notify(&o, src);
+        rma_teardown();
+    } else if (is_rma_op || is_putbw) {
+        run_one_sided(&o, src);
+        rma_teardown();
     } else {
         run_logp(&o);
     }

@@ -42,7 +42,15 @@ enum shoal_status {
     SHOAL_ETIMEDOUT = -15,  /* a bounded wait expired */
     SHOAL_EALIGN = -16,     /* misaligned address or offset */
     SHOAL_ECONFIG = -17,    /* a SHOAL_* environment setting is invalid */
+    SHOAL_EACCES = -18,     /* wrong access key, or the memory lacks the permission */
+    SHOAL_EFULL = -19,      /* FIFO full: the entry was cancelled (FIFOe: and it stopped) */
+    SHOAL_ESTOPPED = -20,   /* FIFOe stopped by an earlier cancellation: send RETRY */
+    SHOAL_ECANCELED = -21,  /* signal refused by its state or invocation condition */
+    SHOAL_ENOSTRUCT = -22,  /* no FIFO or signal structure at that offset */
 };
+
+/* Status of an operation still in flight (a handle's status, never returned). */
+#define SHOAL_PENDING 1
 
 /* Name of a status code ("SHOAL_EAGAIN: resource temporarily ..."). */
 SHOAL_API const char *shoal_strerror(int status);
@@ -150,6 +158,218 @@ SHOAL_API int shoal_seg_local(shoal_seg_t seg, void **base, size_t *size);
 /* Size of rank's part of seg. */
 SHOAL_API int shoal_seg_size(shoal_seg_t seg, int rank, size_t *size);
 
+/* ---- memory-based communication (one-sided; seed MBCF) ------------------- */
+/* A rank exposes memory as a protected segment: permissions and a random
+ * 64-bit access key.  Peers name a location as (segment descriptor, offset),
+ * never as an address; every access is checked against the owner's table
+ * (bounds, permission, key, liveness).  A refused access has no effect, is
+ * counted at the owner (stats.rma_refused) and returns its error to the
+ * initiator.  docs/RMA.md has the exact semantics of every command. */
+#define SHOAL_MEM_READ 0x1u   /* get */
+#define SHOAL_MEM_WRITE 0x2u  /* put, put_flag, z-buffer */
+#define SHOAL_MEM_ATOMIC 0x4u /* fetch-ops, swap, compare-and-swap */
+#define SHOAL_MEM_QUEUE 0x8u  /* FIFO enqueue and signal */
+#define SHOAL_MEM_ALL 0xfu
+
+typedef int shoal_mem_t; /* local handle of a segment this rank owns */
+
+/* What a peer needs to reach a segment: hand it over by active message or
+ * with shoal_mem_exchange.  Plain data; copying it is fine. */
+typedef struct shoal_rmem {
+    int32_t rank;
+    uint32_t id;  /* table slot and generation: a destroyed segment's id never comes back */
+    uint64_t key; /* random; the owner's check compares it */
+} shoal_rmem_t;
+
+/* A segment of `size` bytes (page-rounded, zero-filled) from this rank's
+ * shared heap: peers on the host access it directly with CPU loads, stores
+ * and atomics, without the owner's involvement.  Not collective. */
+SHOAL_API int shoal_mem_create(size_t size, unsigned perms, shoal_mem_t *mem);
+/* Registers existing memory (any alignment).  Peers cannot map it, so the
+ * owner's progress engine executes their commands (it must poll). */
+SHOAL_API int shoal_mem_register(void *base, size_t size, unsigned perms, shoal_mem_t *mem);
+/* Ends the segment: commands that begin afterwards fail with
+ * SHOAL_ESEGMENT.  One that a peer began before may still complete into the
+ * old memory; the library reuses that memory only once every peer has been
+ * seen outside any command. */
+SHOAL_API int shoal_mem_destroy(shoal_mem_t mem);
+SHOAL_API int shoal_mem_local(shoal_mem_t mem, void **base, size_t *size);
+SHOAL_API int shoal_mem_export(shoal_mem_t mem, shoal_rmem_t *out);
+/* Collective: all[r] receives rank r's descriptor of its `mem` (each rank
+ * passes its own segment; all has shoal_size() entries). */
+SHOAL_API int shoal_mem_exchange(shoal_mem_t mem, shoal_rmem_t *all);
+
+/* Completion.  Every command takes `flags` and a handle pointer h:
+ *  - h == NULL, no colour, no status option: blocking; returns the
+ *    command's status once it has completed at the target.
+ *  - h != NULL: non-blocking; returns 0 once issued (or an error found
+ *    before issue) and h->status becomes the final status later
+ *    (SHOAL_PENDING until then).  h must stay valid until complete.
+ *  - SHOAL_COLOR(c): implicit completion counted in colour c
+ *    (shoal_color_wait); the first failure is kept for the colour.
+ *  - SHOAL_STATUS_NONE / SHOAL_STATUS_FAILURES with neither: fire and
+ *    forget; the target replies never / only on failure; reported failures
+ *    are kept for shoal_fence.  (On directly mapped memory every command
+ *    completes during the call, so these only save replies elsewhere.)
+ * Results (old values, read data) are written where the call says once the
+ * command completes. */
+typedef struct shoal_handle {
+    volatile int32_t status; /* SHOAL_PENDING, then 0 or a SHOAL_E* code */
+    uint32_t op;             /* internal */
+} shoal_handle_t;
+
+#define SHOAL_STATUS_NONE 0x2u     /* no reply (a refused access is still reported) */
+#define SHOAL_STATUS_FAILURES 0x4u /* reply only if the command failed */
+#define SHOAL_FIFO_RETRY 0x8u      /* FIFOe: the RETRY form of the enqueue */
+#define SHOAL_COLORS 16u           /* colours 1..15; 0 means none */
+#define SHOAL_COLOR(c) (((unsigned)(c) & 0xfu) << 8)
+
+/* SHOAL_EAGAIN while pending, else the final status. */
+SHOAL_API int shoal_test(shoal_handle_t *h);
+SHOAL_API int shoal_wait(shoal_handle_t *h);
+/* Elastic memory barrier: commands issued and completed in colour c. */
+SHOAL_API int shoal_color_counts(unsigned c, uint64_t *issued, uint64_t *completed);
+/* Waits until every command issued in colour c has completed; returns the
+ * colour's first failure since the last wait (and clears it). */
+SHOAL_API int shoal_color_wait(unsigned c);
+/* Waits until every command this rank issued, to every target, has
+ * completed there; returns the first failure reported for a fire-and-forget
+ * command since the last fence (and clears it). */
+SHOAL_API int shoal_fence(void);
+
+/* Ordering: commands from one rank to one target take effect in issue order
+ * when they take the same path (direct, or executed by the target); a fence
+ * orders everything.  put_flag's data is visible before its flag. */
+
+/* Write n bytes at dst+off. */
+SHOAL_API int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n,
+                        unsigned flags, shoal_handle_t *h);
+/* Write n bytes at dst+off, then the 64-bit flag_value at dst+flag_off
+ * (8-byte aligned): whoever sees the flag sees the data (MBCF_WRITE_F). */
+SHOAL_API int shoal_put_flag(shoal_rmem_t dst, size_t off, const void *src, size_t n,
+                             size_t flag_off, uint64_t flag_value, unsigned flags, shoal_handle_t *h);
+/* Read n bytes at src+off into dst. */
+SHOAL_API int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n,
+                        unsigned flags, shoal_handle_t *h);
+
+/* Atomic read-modify-write over count consecutive 8-byte elements at
+ * m+off (8-byte aligned): each element atomically becomes elem OP operand,
+ * and old[i] (if old != NULL) receives its previous value.  Each element is
+ * one atomic step; the vector is not one transaction. */
+enum shoal_aop { SHOAL_AOP_ADD, SHOAL_AOP_AND, SHOAL_AOP_OR, SHOAL_AOP_XOR, SHOAL_AOP_SWAP };
+enum shoal_atype { SHOAL_INT64, SHOAL_UINT64, SHOAL_DOUBLE }; /* AND/OR/XOR: integers only */
+SHOAL_API int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_atype type,
+                             const void *operands, void *old, size_t count, unsigned flags,
+                             shoal_handle_t *h);
+/* Blocking scalar form: *old (may be NULL) = previous value; word += add. */
+SHOAL_API int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old);
+
+/* Generalized compare-and-swap (MBCF_COMP_SWAP): if the word at cmp_off
+ * equals expected, the word at swap_off is exchanged with desired.  Both
+ * 8-byte aligned in the same segment; cmp_off == swap_off is the usual CAS. */
+struct shoal_cas_result {
+    uint64_t observed; /* value seen at cmp_off */
+    uint64_t old;      /* previous value at swap_off (when swapped) */
+    int32_t swapped;   /* 1 if the exchange happened */
+};
+SHOAL_API int shoal_cas(shoal_rmem_t m, size_t cmp_off, uint64_t expected, size_t swap_off,
+                        uint64_t desired, struct shoal_cas_result *res, unsigned flags,
+                        shoal_handle_t *h);
+
+/* Z-buffer write (MBCF_ZBUFFER): if the int64 at ref_off is greater than
+ * depth, it becomes depth and n bytes of data are written at data_off;
+ * otherwise nothing changes.  *written (may be NULL) tells which. */
+SHOAL_API int shoal_zbuffer(shoal_rmem_t m, size_t ref_off, int64_t depth, size_t data_off,
+                            const void *data, size_t n, int *written, unsigned flags,
+                            shoal_handle_t *h);
+/* Packed form (MBCF_ZBUF_PACKED): count consecutive 8-byte cells at off,
+ * each SHOAL_ZCELL(depth, datum); cell i is replaced by cells[i] if its
+ * depth is greater, each cell atomically. */
+#define SHOAL_ZCELL(depth, datum) (((uint64_t)(uint32_t)(depth) << 32) | (uint32_t)(datum))
+SHOAL_API int shoal_zbuffer_packed(shoal_rmem_t m, size_t off, const uint64_t *cells, size_t count,
+                                   unsigned flags, shoal_handle_t *h);
+
+/* FIFO (MBCF_FIFO): a queue the owner lays out in its own segment at off
+ * (64-byte aligned); senders append (their rank + up to entry_bytes of
+ * data) or are cancelled with SHOAL_EFULL; the owner dequeues locally.
+ * SHOAL_FIFO_ORDERED makes it a FIFOe: after the first cancellation it is
+ * stopped (SHOAL_ESTOPPED for every NORMAL enqueue) until a
+ * SHOAL_FIFO_RETRY enqueue finds room; and a sender whose entry was
+ * cancelled gets SHOAL_ESTOPPED for its NORMAL enqueues until its own
+ * RETRY is stored, so its entries in flight cannot overtake the cancelled
+ * one.  entry_bytes <= 4096. */
+#define SHOAL_FIFO_ORDERED 0x1u
+/* Bytes the structure needs (0 for bad arguments); FIFOe's depends on the
+ * job size, so call it after shoal_init. */
+SHOAL_API size_t shoal_fifo_footprint(size_t entry_bytes, uint32_t entries, unsigned kind);
+SHOAL_API int shoal_fifo_init(shoal_mem_t mem, size_t off, size_t entry_bytes, uint32_t entries,
+                              unsigned kind);
+SHOAL_API int shoal_fifo_enqueue(shoal_rmem_t m, size_t off, const void *data, size_t n,
+                                 unsigned flags, shoal_handle_t *h);
+/* Owner side: SHOAL_EAGAIN when empty; *n = length, *src = sender rank.
+ * SHOAL_ETOOBIG (entry kept) if cap is too small. */
+SHOAL_API int shoal_fifo_dequeue(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n,
+                                 int *src);
+
+/* FIFOe sender helper: keeps a copy of every entry until it is stored and
+ * resends cancelled ones in order (the first as RETRY), so this sender's
+ * order survives overflow.  send queues behind earlier cancelled entries. */
+typedef struct shoal_fifoe_sender shoal_fifoe_sender_t;
+SHOAL_API int shoal_fifoe_sender_create(shoal_rmem_t m, size_t off, uint32_t max_pending,
+                                        shoal_fifoe_sender_t **out);
+SHOAL_API int shoal_fifoe_send(shoal_fifoe_sender_t *s, const void *data, size_t n);
+/* Resends what is due; returns entries not yet stored (0: all stored). */
+SHOAL_API int shoal_fifoe_progress(shoal_fifoe_sender_t *s);
+/* Drives progress until every entry is stored or timeout_s passes
+ * (SHOAL_ETIMEDOUT). */
+SHOAL_API int shoal_fifoe_flush(shoal_fifoe_sender_t *s, double timeout_s);
+SHOAL_API int shoal_fifoe_sender_destroy(shoal_fifoe_sender_t *s);
+
+/* Signal (MBCF_SIGNAL): a structure in the owner's segment that stores what
+ * senders send, with their rank, and may run a registered signal handler in
+ * the owner's progress engine (never an address from the network). */
+enum shoal_sig_storage {
+    SHOAL_SIG_STORE_NONE,         /* store nothing (the handler still sees the data) */
+    SHOAL_SIG_STORE_QUEUE,        /* append to the structure's queue; full: SHOAL_EFULL */
+    SHOAL_SIG_STORE_BUFFER,       /* overwrite the fixed buffer (newest wins) */
+    SHOAL_SIG_STORE_BUFFER_OFFSET /* write at buffer + the sender's offset */
+};
+enum shoal_sig_condition {
+    SHOAL_SIG_EVERY_BLOCKING,  /* run on every arrival; cancel arrivals while running */
+    SHOAL_SIG_FIRST_BLOCKING,  /* run on the first; cancel arrivals until shoal_signal_next clears it */
+    SHOAL_SIG_EVERY,           /* run on every arrival */
+    SHOAL_SIG_FIRST            /* run if not running, else only store; shoal_signal_next loops */
+};
+#define SHOAL_SIG_POLL (-1)    /* handler index meaning: store only, the owner polls */
+struct shoal_signal_config {
+    enum shoal_sig_storage storage;
+    enum shoal_sig_condition condition;
+    int handler;           /* index from shoal_signal_register, or SHOAL_SIG_POLL */
+    size_t entry_bytes;    /* QUEUE: largest datum; BUFFER*: buffer size */
+    uint32_t entries;      /* QUEUE: queue length */
+};
+/* Handler: runs in the owner's progress engine (the rules of a request
+ * handler that does not reply).  data is the stored copy (or the message's,
+ * with STORE_NONE), valid until it returns. */
+typedef void (*shoal_signal_handler_t)(shoal_mem_t mem, size_t sig_off, int src, const void *data,
+                                       size_t n, size_t offset);
+#define SHOAL_SIGNAL_MAX_HANDLERS 64
+SHOAL_API int shoal_signal_register(unsigned index, shoal_signal_handler_t fn);
+SHOAL_API size_t shoal_signal_footprint(const struct shoal_signal_config *cfg);
+SHOAL_API int shoal_signal_init(shoal_mem_t mem, size_t off, const struct shoal_signal_config *cfg);
+/* Enable or disable (MB_SIGNAL_NONE: every signal SHOAL_ECANCELED). */
+SHOAL_API int shoal_signal_enable(shoal_mem_t mem, size_t off, int enabled);
+/* Send: data (n bytes) and, for BUFFER_OFFSET, the offset into the buffer. */
+SHOAL_API int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t n, size_t offset,
+                           unsigned flags, shoal_handle_t *h);
+/* Owner: the "done/next" call.  Takes the next queued entry (SHOAL_OK), or,
+ * with the queue empty, clears the running flag atomically and returns
+ * SHOAL_EAGAIN. */
+SHOAL_API int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n,
+                                int *src);
+/* Owner: the running flag and entries waiting (for tests and tools). */
+SHOAL_API int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queued);
+
 /* ---- synchronization ---------------------------------------------------- */
 /* Collective; runs handlers while waiting. */
 SHOAL_API int shoal_barrier(void);
@@ -161,6 +381,11 @@ struct shoal_stats {
     uint64_t bytes_sent;
     uint64_t send_stalls;     /* sends that found the ring full */
     uint64_t barriers;
+    uint64_t rma_direct;      /* commands this rank executed on mapped memory */
+    uint64_t rma_remote;      /* commands this rank sent for a target to execute */
+    uint64_t rma_executed;    /* commands this rank executed for peers */
+    uint64_t rma_refused;     /* accesses to this rank's memory refused (key, bounds, permission) */
+    uint64_t rma_failures;    /* failures reported to this rank for its commands */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

@@ -150,6 +150,9 @@ static inline __attribute__((always_inline)) unsigned am_poll_ring(struct ring_r
 unsigned am_poll(int replies_only)
 {
     unsigned done = 0;
+    if (am.quiescent)
+        atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
+                              memory_order_release);
     struct ring_rx *rx = am.shm->rx;
     for (int p = 0; p < am.nranks; p++, rx += SHM_CLASSES) {
         done += am_poll_ring(&rx[AM_REP], p, AM_REP);
@@ -368,6 +371,26 @@ int shoal_am_reply_long(shoal_token_t tok, unsigned handler, unsigned flags, con
         return rc;
     return am_reply_sent(f, am_send(f->src, AM_REP, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
                                       offset, nargs, args));
+}
+
+void am_register_internal(unsigned index, shoal_handler_t fn)
+{
+    am_handlers[index] = fn;
+}
+
+int am_request_internal(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                        unsigned nargs, const uint64_t *args)
+{
+    return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+}
+
+int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
+                      const uint64_t *args)
+{
+    struct am_frame *f = am_reply_frame(tok);
+    if (!f)
+        return am_rule_violation("an internal reply");
+    return am_reply_sent(f, am_send(f->src, AM_REP, handler, 0, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
 }
 
 int shoal_token_source(shoal_token_t tok)

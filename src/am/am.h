@@ -46,9 +46,20 @@ struct am_state {
     uint64_t barrier_epoch;
     struct am_segment segs[AM_MAX_SEGMENTS];
     struct shoal_stats stats;
+    _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
 };
 
 extern struct am_state am;
+
+/* Handler indices above the user's range, for the layers built on am. */
+#define AM_INTERNAL_BASE SHOAL_AM_MAX_HANDLERS
+void am_register_internal(unsigned index, shoal_handler_t fn);
+/* Medium request from the main program / reply from an internal request
+ * handler, to an internal handler; the callers validated their arguments. */
+int am_request_internal(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                        unsigned nargs, const uint64_t *args);
+int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
+                      const uint64_t *args);
 extern shoal_handler_t am_handlers[AM_MAX_INDEX];
 
 int am_init(struct shm_state *shm, int rank, int nranks);

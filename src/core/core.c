@@ -1,6 +1,7 @@
 /* Job control: the public entry points that tie the layers together. */
 #include "am/am.h"
 #include "boot/boot.h"
+#include "rma/rma.h"
 #include "shm/shm.h"
 #include "util/util.h"
 
@@ -40,8 +41,12 @@ int shoal_init(int *argc, char ***argv)
     rc = shm_init(&shm, boot.rank, boot.size);
     if (rc == SHOAL_OK)
         rc = am_init(&shm, boot.rank, boot.size);
+    if (rc == SHOAL_OK)
+        rc = rma_init(boot.rank, boot.size);
     if (rc) {
         LOG(LOG_ERROR, "shoal_init failed: %s", shoal_strerror(rc));
+        rma_fini();
+        am_fini();
         shm_fini(&shm);
         boot_leave();
         util_fatal_hook = NULL;
@@ -82,6 +87,7 @@ int shoal_finalize(void)
     if (rc == SHOAL_OK)
         rc = shoal_barrier();
     core_drain();
+    rma_fini();
     am_fini();
     shm_fini(&shm);
     boot_finalize();
@@ -146,5 +152,6 @@ int shoal_stats_get(struct shoal_stats *out)
     if (!out)
         return SHOAL_EINVAL;
     *out = am.stats;
+    out->rma_refused = atomic_load_explicit(&rma.hdr[boot.rank]->refused, memory_order_relaxed);
     return SHOAL_OK;
 }

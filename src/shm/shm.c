@@ -263,3 +263,104 @@ struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned 
 {
     return (struct shm_barrier_flag *)((char *)st->regions[r] + SHM_BARRIER_OFFSET) + round;
 }
+
+/* ---- heaps ------------------------------------------------------------- */
+
+static int heap_create(size_t bytes)
+{
+    int fd = memfd_create("shoal-heap", MFD_CLOEXEC);
+    if (fd < 0) {
+        LOG(LOG_ERROR, "memfd_create(shoal-heap): %s", strerror(errno));
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0) { /* sparse: no memory yet */
+        LOG(LOG_ERROR, "cannot size a %zu-byte heap: %s (SHOAL_RMA_HEAP)", bytes, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int heap_map_all(struct shm_heap *h, const int *fds)
+{
+    for (int r = 0; r < h->nranks; r++) {
+        struct stat sb;
+        if (fstat(fds[r], &sb) != 0 || (size_t)sb.st_size != h->bytes) {
+            LOG(LOG_ERROR, "heap of rank %d has %lld bytes, this rank expects %zu: "
+                "all ranks must use the same SHOAL_RMA_HEAP", r, (long long)sb.st_size, h->bytes);
+            return SHOAL_EBOOT;
+        }
+        void *p = mmap(NULL, h->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fds[r], 0);
+        if (p == MAP_FAILED) {
+            LOG(LOG_ERROR, "mapping the %zu-byte heap of rank %d: %s", h->bytes, r, strerror(errno));
+            return SHOAL_ENOMEM;
+        }
+        h->bases[r] = p;
+    }
+    return SHOAL_OK;
+}
+
+int shm_heap_init(struct shm_heap *h, size_t bytes, int nranks)
+{
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    h->nranks = nranks;
+    h->bases = calloc((size_t)nranks, sizeof *h->bases);
+    int *fds = fd_array(nranks);
+    h->fd = heap_create(bytes);
+    int myfd = h->fd >= 0 ? h->fd : memfd_create("shoal-placeholder", MFD_CLOEXEC);
+    if (!h->bases || !fds || myfd < 0)
+        util_fatal("cannot take part in the heap exchange");
+    struct shm_alloc_result mine = {h->fd >= 0 ? SHOAL_OK : SHOAL_ESYS, 0}, *all = calloc((size_t)nranks, sizeof *all);
+    if (!all)
+        util_fatal("cannot take part in the heap exchange");
+    int rc = boot_exchange_fd(myfd, fds);
+    if (h->fd < 0)
+        close(myfd);
+    if (rc == SHOAL_OK && mine.alloc_rc == SHOAL_OK)
+        mine.map_rc = heap_map_all(h, fds);
+    close_fds(fds, nranks);
+    if (rc == SHOAL_OK)
+        rc = boot_allgather(&mine, sizeof mine, all);
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        rc = all[r].alloc_rc ? all[r].alloc_rc : all[r].map_rc;
+    free(all);
+    return rc;
+}
+
+void shm_heap_fini(struct shm_heap *h)
+{
+    for (int r = 0; h->bases && r < h->nranks; r++)
+        if (h->bases[r])
+            munmap(h->bases[r], h->bytes);
+    free(h->bases);
+    if (h->fd >= 0)
+        close(h->fd);
+    memset(h, 0, sizeof *h);
+    h->fd = -1;
+}
+
+int shm_heap_reserve(struct shm_heap *h, int rank, size_t off, size_t len)
+{
+    int rc = posix_fallocate(h->fd, (off_t)off, (off_t)len);
+    if (rc) {
+        LOG(LOG_ERROR, "cannot back %zu bytes of shared heap: %s "
+            "(host memory or the memory cgroup's limit exhausted)", len, strerror(rc));
+        return rc == ENOSPC || rc == ENOMEM || rc == EFBIG ? SHOAL_ENOMEM : SHOAL_ESYS;
+    }
+    char *p = (char *)h->bases[rank] + off;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+        return SHOAL_OK;
+#endif
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < len; i += (size_t)page)
+        ((volatile char *)p)[i] = 0; /* the range was released or never used: zeros */
+    return SHOAL_OK;
+}
+
+void shm_heap_release(struct shm_heap *h, size_t off, size_t len)
+{
+    if (fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) != 0)
+        LOG(LOG_WARN, "releasing %zu bytes of shared heap: %s", len, strerror(errno));
+}

@@ -76,4 +76,22 @@ int shm_map_fd(int fd, void **addr, size_t *bytes);
 int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
                        void **bases, size_t *sizes);
 
+/* A heap: one sparse memfd per rank, mapped by every local peer at init
+ * and never remapped, so memory carved from it later is reachable by all
+ * without another exchange.  Only reserved ranges use memory. */
+struct shm_heap {
+    int fd;         /* this rank's memfd (kept to reserve and release ranges) */
+    size_t bytes;   /* every rank's heap size */
+    void **bases;   /* [nranks] */
+    int nranks;
+};
+/* Collective, with failure agreement like shm_exchange_alloc. */
+int shm_heap_init(struct shm_heap *h, size_t bytes, int nranks);
+void shm_heap_fini(struct shm_heap *h);
+/* Backs [off, off+len) of this rank's heap with memory (SHOAL_ENOMEM when
+ * the host cannot) and prefaults it here. */
+int shm_heap_reserve(struct shm_heap *h, int rank, size_t off, size_t len);
+/* Returns the range's memory; it reads as zeros afterwards. */
+void shm_heap_release(struct shm_heap *h, size_t off, size_t len);
+
 #endif

@@ -19,6 +19,10 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
     [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "shm", "transport between ranks: shm (the only one in this build)"},
+    [CFG_RMA_HEAP] = {"SHOAL_RMA_HEAP", "16G",
+                      "address space of each rank's shared heap, which shoal_mem_create carves segments from (sparse: only segments use memory; every local peer maps every heap)"},
+    [CFG_RMA_DIRECT] = {"SHOAL_RMA_DIRECT", "1",
+                        "1: one-sided commands on memory mapped here run directly with CPU copies and atomics; 0: every command is sent for the target's progress engine to run (the path other hosts take)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -71,6 +75,10 @@ static int validate(enum util_cfg_id id, const char *v)
         if (v[0] == '\0')
             return 0;
         return parse_int(v, &n) ? -1 : 0;
+    case CFG_RMA_DIRECT:
+        return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+    case CFG_RMA_HEAP:
+        return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     default:

@@ -19,6 +19,8 @@ enum util_cfg_id {
     CFG_SPIN,           /* spins before yielding in a wait */
     CFG_SEG_SIZE,       /* default segment size for tools/benchmarks */
     CFG_TRANSPORT,      /* transport selection */
+    CFG_RMA_HEAP,       /* per-rank shared heap for segments */
+    CFG_RMA_DIRECT,     /* one-sided commands on mapped memory run directly */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */

@@ -1,0 +1,580 @@
+/* The one-sided commands: argument checks, the choice between running a
+ * command here on mapped memory and sending it for the target's progress
+ * engine to run (rma_issue, the one place that decides), and completion:
+ * blocking, handles, colour counters (seed 000 §4.2's elastic memory
+ * barrier) and fire-and-forget with fence. */
+#include "rma/rma.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Internal AM handlers and the request/reply argument layout. */
+enum { RMA_H_REQ = AM_INTERNAL_BASE, RMA_H_REP };
+enum { RQ_KIND, RQ_ID, RQ_KEY, RQ_OFF, RQ_N, RQ_COOKIE, RQ_A, RQ_B, RQ_C, RQ_OUT, RQ_ARGS };
+enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_ARGS };
+
+#define RMA_MAX_OPS 1024u
+#define OPT_MASK (SHOAL_STATUS_NONE | SHOAL_STATUS_FAILURES)
+
+/* A command sent for its target to run, until its replies are in. */
+struct rma_op {
+    uint64_t serial;   /* 0: free */
+    uint32_t pending;  /* replies still due (one per chunk) */
+    int32_t status;    /* first failure */
+    unsigned color;
+    shoal_handle_t *h;
+    void *out;         /* get destination, fetch-op old values */
+    struct shoal_cas_result *cas;
+    int *written;
+};
+
+static struct {
+    struct rma_op ops[RMA_MAX_OPS];
+    uint32_t free_ops[RMA_MAX_OPS];
+    uint32_t nfree;
+    uint32_t live;
+    uint64_t serial;
+    uint64_t issued[SHOAL_COLORS], completed[SHOAL_COLORS];
+    int32_t color_err[SHOAL_COLORS];
+    int32_t deferred_err;     /* first reported failure of a fire-and-forget command */
+    unsigned char *unfenced;  /* [nranks]: fire-and-forget commands sent since the last fence */
+    void *scratch;            /* reply data built by the target */
+    size_t chunk;             /* payload bytes per message */
+} ops;
+
+/* ---- completion ------------------------------------------------------------ */
+
+static void note_failure(int32_t *slot, int status)
+{
+    if (status && *slot == 0)
+        *slot = status;
+}
+
+/* How a command's status reaches the caller once it is known. */
+struct rma_done {
+    unsigned flags;
+    shoal_handle_t *h;
+};
+
+static unsigned color_of(unsigned flags)
+{
+    return (flags >> 8) & 0xfu;
+}
+
+static int finish(const struct rma_done *d, int status)
+{
+    unsigned c = color_of(d->flags);
+    if (status)
+        am.stats.rma_failures++;
+    if (d->h) {
+        d->h->status = status;
+        return SHOAL_OK;
+    }
+    if (c) {
+        ops.completed[c]++;
+        note_failure(&ops.color_err[c], status);
+        return SHOAL_OK;
+    }
+    if (d->flags & OPT_MASK) {
+        note_failure(&ops.deferred_err, status);
+        return SHOAL_OK;
+    }
+    return status;
+}
+
+static void op_complete(struct rma_op *o)
+{
+    struct rma_done d = {.flags = SHOAL_COLOR(o->color), .h = o->h};
+    finish(&d, o->status);
+    o->serial = 0;
+    ops.free_ops[ops.nfree++] = (uint32_t)(o - ops.ops);
+    ops.live--;
+}
+
+static int wait_handle(shoal_handle_t *h)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (h->status == SHOAL_PENDING)
+        am_progress_wait(&b, 0);
+    return h->status;
+}
+
+int shoal_test(shoal_handle_t *h)
+{
+    if (!h)
+        return SHOAL_EINVAL;
+    if (h->status == SHOAL_PENDING && am.ctx == AM_CTX_NONE && rma.rank >= 0)
+        am_poll(0);
+    return h->status == SHOAL_PENDING ? SHOAL_EAGAIN : h->status;
+}
+
+int shoal_wait(shoal_handle_t *h)
+{
+    if (!h)
+        return SHOAL_EINVAL;
+    if (h->status != SHOAL_PENDING)
+        return h->status;
+    int rc = rma.rank < 0 ? SHOAL_ENOTINIT : am_blocking_allowed("shoal_wait");
+    return rc ? rc : wait_handle(h);
+}
+
+int shoal_color_counts(unsigned c, uint64_t *issued, uint64_t *completed)
+{
+    if (c == 0 || c >= SHOAL_COLORS)
+        return SHOAL_EINVAL;
+    if (issued)
+        *issued = ops.issued[c];
+    if (completed)
+        *completed = ops.completed[c];
+    return SHOAL_OK;
+}
+
+int shoal_color_wait(unsigned c)
+{
+    if (c == 0 || c >= SHOAL_COLORS)
+        return SHOAL_EINVAL;
+    int rc = rma.rank < 0 ? SHOAL_ENOTINIT : am_blocking_allowed("shoal_color_wait");
+    if (rc)
+        return rc;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (ops.completed[c] != ops.issued[c])
+        am_progress_wait(&b, 0);
+    rc = ops.color_err[c];
+    ops.color_err[c] = 0;
+    return rc;
+}
+
+/* ---- the remote path --------------------------------------------------------- */
+
+static struct rma_op *op_alloc(unsigned flags, struct rma_done *d)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (ops.nfree == 0) { /* bounded like a ring: wait for replies */
+        if (flags & SHOAL_IMMEDIATE)
+            return NULL;
+        am_progress_wait(&b, 0);
+    }
+    struct rma_op *o = &ops.ops[ops.free_ops[--ops.nfree]];
+    *o = (struct rma_op){.serial = ++ops.serial, .color = color_of(d->flags), .h = d->h};
+    ops.live++;
+    return o;
+}
+
+static uint64_t cookie_of(const struct rma_op *o)
+{
+    return (uint64_t)(o - ops.ops) | o->serial << 10;
+}
+
+static void send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
+                     size_t bytes)
+{
+    uint64_t args[RQ_ARGS] = {
+        [RQ_KIND] = (uint64_t)c->kind | (uint64_t)(c->flags & (OPT_MASK | SHOAL_FIFO_RETRY)) << 8,
+        [RQ_ID] = c->id, [RQ_KEY] = c->key, [RQ_OFF] = c->off, [RQ_N] = c->n, [RQ_COOKIE] = cookie,
+        [RQ_A] = c->a, [RQ_B] = c->b, [RQ_C] = c->c, [RQ_OUT] = out_off};
+    /* Room was checked by IMMEDIATE callers before the first chunk; later
+     * chunks of one command wait rather than leave it half sent. */
+    int rc = am_request_internal(target, RMA_H_REQ, 0, data, bytes, RQ_ARGS, args);
+    if (rc)
+        util_fatal("sending a one-sided command to rank %d failed: %s", target, shoal_strerror(rc));
+}
+
+/* Elements per message for the commands that split (put, get, fetch-op,
+ * packed z-buffer): bytes for put/get, 8-byte elements otherwise. */
+static uint64_t unit_of(enum rma_kind k)
+{
+    return k == RMA_FETCH_OP || k == RMA_ZBUF_PACKED ? 8 : 1;
+}
+
+static int splits(enum rma_kind k)
+{
+    return k == RMA_PUT || k == RMA_PUT_FLAG || k == RMA_GET || k == RMA_FETCH_OP || k == RMA_ZBUF_PACKED;
+}
+
+/* Bytes of request payload a command carries. */
+static size_t payload_of(const struct rma_cmd *c)
+{
+    switch (c->kind) {
+    case RMA_GET: case RMA_CAS: case RMA_FENCE: return 0;
+    case RMA_FETCH_OP: case RMA_ZBUF_PACKED: return (size_t)c->n * 8;
+    default: return (size_t)c->n;
+    }
+}
+
+static int remote_issue(int target, const struct rma_cmd *c, const struct rma_result *res, struct rma_done *d)
+{
+    if (am.ctx != AM_CTX_NONE)
+        return am_rule_violation("a one-sided command to memory the target must serve");
+    int ff = !d->h && !color_of(d->flags) && (d->flags & OPT_MASK);
+    struct rma_op *o = NULL;
+    if (!ff) {
+        if (!(o = op_alloc(d->flags, d)))
+            return SHOAL_EAGAIN;
+        o->out = res->data;
+        o->cas = res->cas;
+        o->written = res->written;
+    } else
+        ops.unfenced[target] = 1;
+    uint64_t cookie = o ? cookie_of(o) : 0;
+    if (color_of(d->flags))
+        ops.issued[color_of(d->flags)]++;
+    if (!splits(c->kind) || c->n * unit_of(c->kind) <= ops.chunk) {
+        if (o)
+            o->pending = 1;
+        send_one(target, c, cookie, 0, c->data, payload_of(c));
+        return SHOAL_OK;
+    }
+    uint64_t per = ops.chunk / unit_of(c->kind), chunks = (c->n + per - 1) / per;
+    if (o)
+        o->pending = (uint32_t)chunks;
+    for (uint64_t i = 0; i < chunks; i++) {
+        struct rma_cmd part = *c;
+        uint64_t first = i * per;
+        part.n = c->n - first < per ? c->n - first : per;
+        part.off = c->off + first * unit_of(c->kind);
+        if (c->kind == RMA_PUT_FLAG && i + 1 < chunks)
+            part.kind = RMA_PUT; /* the flag travels with the last chunk, after all data */
+        const char *data = c->data ? (const char *)c->data + first * unit_of(c->kind) : NULL;
+        send_one(target, &part, cookie, first * unit_of(c->kind), data, payload_of(&part));
+    }
+    return SHOAL_OK;
+}
+
+/* Whether the target replies: always when the initiator waits for it; with
+ * a status option only on failure, and with STATUS_NONE only for a refused
+ * access (the seed's violation message). */
+static int wants_reply(unsigned opt, uint64_t cookie, int rc)
+{
+    if (cookie)
+        return 1;
+    if (opt & SHOAL_STATUS_FAILURES)
+        return rc != SHOAL_OK;
+    return rc == SHOAL_EACCES || rc == SHOAL_ERANGE || rc == SHOAL_ESEGMENT || rc == SHOAL_EALIGN ||
+           rc == SHOAL_ENOSTRUCT;
+}
+
+static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t *a, unsigned nargs)
+{
+    int src = shoal_token_source(tok);
+    if (nargs != RQ_ARGS || (a[RQ_KIND] & 0xff) > RMA_FENCE)
+        util_fatal("malformed one-sided command from rank %d", src);
+    struct rma_cmd c = {.kind = (enum rma_kind)(a[RQ_KIND] & 0xff), .flags = (unsigned)(a[RQ_KIND] >> 8),
+                        .src = src, .id = (uint32_t)a[RQ_ID], .key = a[RQ_KEY], .off = a[RQ_OFF],
+                        .n = a[RQ_N], .data = buf, .a = a[RQ_A], .b = a[RQ_B], .c = a[RQ_C]};
+    struct shoal_cas_result cas = {0};
+    int written = 0;
+    struct rma_result res = {.data = ops.scratch, .cas = &cas, .written = &written};
+    size_t out_bytes = c.kind == RMA_GET ? c.n : c.kind == RMA_FETCH_OP ? c.n * 8 : 0;
+    int rc = SHOAL_OK;
+    if (c.kind != RMA_FENCE) {
+        if (payload_of(&c) != nbytes || out_bytes > ops.chunk)
+            util_fatal("malformed one-sided command from rank %d (%zu payload bytes)", src, nbytes);
+        rc = rma_execute(rma.rank, &c, &res);
+        am.stats.rma_executed++;
+    }
+    if (!wants_reply(c.flags & OPT_MASK, a[RQ_COOKIE], rc))
+        return;
+    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = a[RQ_COOKIE], [RP_OUT] = a[RQ_OUT],
+                           [RP_OBSERVED] = cas.observed, [RP_OLD] = cas.old,
+                           [RP_FLAG] = (uint64_t)(cas.swapped | written)};
+    int sent = am_reply_internal(tok, RMA_H_REP, ops.scratch, rc ? 0 : out_bytes, RP_ARGS, r);
+    if (sent)
+        util_fatal("replying to rank %d's one-sided command failed: %s", src, shoal_strerror(sent));
+}
+
+static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t *a, unsigned nargs)
+{
+    int src = shoal_token_source(tok);
+    if (nargs != RP_ARGS)
+        util_fatal("malformed one-sided reply from rank %d", src);
+    int status = (int)(int64_t)a[RP_STATUS];
+    uint64_t cookie = a[RP_COOKIE];
+    if (cookie == 0) { /* a fire-and-forget command failed */
+        am.stats.rma_failures++;
+        note_failure(&ops.deferred_err, status);
+        return;
+    }
+    struct rma_op *o = &ops.ops[cookie & (RMA_MAX_OPS - 1)];
+    if (o->serial != cookie >> 10 || o->pending == 0)
+        util_fatal("one-sided reply from rank %d names no command in flight", src);
+    if (nbytes && o->out)
+        memcpy((char *)o->out + a[RP_OUT], buf, nbytes);
+    if (o->cas)
+        *o->cas = (struct shoal_cas_result){.observed = a[RP_OBSERVED], .old = a[RP_OLD],
+                                            .swapped = (int32_t)a[RP_FLAG]};
+    if (o->written)
+        *o->written = (int)a[RP_FLAG];
+    note_failure(&o->status, status);
+    if (--o->pending == 0)
+        op_complete(o);
+}
+
+/* ---- issuing ---------------------------------------------------------------- */
+
+static inline void quiescent_tick(void)
+{
+    _Atomic uint64_t *q = &rma.hdr[rma.rank]->quiescent;
+    atomic_store_explicit(q, atomic_load_explicit(q, memory_order_relaxed) + 1, memory_order_release);
+}
+
+/* The one place that decides where a command runs.  Signals always go to
+ * the owner (its handler runs there); everything else runs here when the
+ * target's memory is mapped here, else the target's progress engine runs it. */
+static int rma_issue(int target, struct rma_cmd *c, struct rma_result *res, unsigned flags, shoal_handle_t *h)
+{
+    struct rma_done d = {.flags = flags, .h = h};
+    shoal_handle_t local;
+    int blocking = !h && !color_of(flags) && !(flags & OPT_MASK);
+    c->src = rma.rank;
+    c->flags = flags;
+    if (h)
+        h->status = SHOAL_PENDING;
+    if (rma.direct && c->kind != RMA_SIGNAL) {
+        int rc = rma_execute(target, c, res);
+        quiescent_tick();
+        if (rc != RMA_NOT_HERE) {
+            am.stats.rma_direct++;
+            if (color_of(flags))
+                ops.issued[color_of(flags)]++;
+            return finish(&d, rc);
+        }
+    }
+    if (blocking) {
+        int rc = am_blocking_allowed("a blocking one-sided command to memory the target must serve");
+        if (rc)
+            return rc;
+        local.status = SHOAL_PENDING;
+        d.h = &local;
+    }
+    int rc = remote_issue(target, c, res, &d);
+    am.stats.rma_remote += rc == SHOAL_OK;
+    if (rc) {
+        if (h)
+            h->status = rc;
+        return rc;
+    }
+    return blocking ? wait_handle(&local) : SHOAL_OK;
+}
+
+/* Checks shared by every command; the target checks the rest. */
+static int check_common(shoal_rmem_t m, unsigned flags, shoal_handle_t *h, unsigned allowed)
+{
+    if (rma.rank < 0)
+        return SHOAL_ENOTINIT;
+    if (m.rank < 0 || m.rank >= rma.nranks)
+        return SHOAL_ERANK;
+    if (flags & ~(SHOAL_IMMEDIATE | OPT_MASK | 0xf00u | allowed))
+        return SHOAL_EINVAL;
+    unsigned opt = flags & OPT_MASK;
+    if (opt == OPT_MASK || (opt && (h || color_of(flags))))
+        return SHOAL_EINVAL; /* a status option is for commands nobody waits on */
+    return SHOAL_OK;
+}
+
+static struct rma_cmd cmd_for(enum rma_kind k, shoal_rmem_t m, uint64_t off, uint64_t n, const void *data)
+{
+    return (struct rma_cmd){.kind = k, .id = m.id, .key = m.key, .off = off, .n = n, .data = data};
+}
+
+int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(dst, flags, h, 0);
+    if (rc)
+        return rc;
+    if (n && !src)
+        return SHOAL_EINVAL;
+    struct rma_cmd c = cmd_for(RMA_PUT, dst, off, n, src);
+    struct rma_result res = {0};
+    return rma_issue(dst.rank, &c, &res, flags, h);
+}
+
+int shoal_put_flag(shoal_rmem_t dst, size_t off, const void *src, size_t n, size_t flag_off, uint64_t flag_value,
+                   unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(dst, flags, h, 0);
+    if (rc)
+        return rc;
+    if (n && !src)
+        return SHOAL_EINVAL;
+    struct rma_cmd c = cmd_for(RMA_PUT_FLAG, dst, off, n, src);
+    c.a = flag_off;
+    c.b = flag_value;
+    struct rma_result res = {0};
+    return rma_issue(dst.rank, &c, &res, flags, h);
+}
+
+int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(src, flags, h, 0);
+    if (rc)
+        return rc;
+    if (n && !dst)
+        return SHOAL_EINVAL;
+    struct rma_cmd c = cmd_for(RMA_GET, src, off, n, NULL);
+    struct rma_result res = {.data = dst};
+    return rma_issue(src.rank, &c, &res, flags, h);
+}
+
+int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_atype type, const void *operands,
+                   void *old, size_t count, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, 0);
+    if (rc)
+        return rc;
+    if ((unsigned)op > SHOAL_AOP_SWAP || (unsigned)type > SHOAL_DOUBLE || (count && !operands) ||
+        (type == SHOAL_DOUBLE && op != SHOAL_AOP_ADD && op != SHOAL_AOP_SWAP))
+        return SHOAL_EINVAL;
+    if (count > SIZE_MAX / 8)
+        return SHOAL_ETOOBIG;
+    if (off & 7u)
+        return SHOAL_EALIGN;
+    struct rma_cmd c = cmd_for(RMA_FETCH_OP, m, off, count, operands);
+    c.a = (uint64_t)op;
+    c.b = (uint64_t)type;
+    struct rma_result res = {.data = old};
+    return rma_issue(m.rank, &c, &res, flags, h);
+}
+
+int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
+{
+    return shoal_fetch_op(m, off, SHOAL_AOP_ADD, SHOAL_INT64, &add, old, 1, 0, NULL);
+}
+
+int shoal_cas(shoal_rmem_t m, size_t cmp_off, uint64_t expected, size_t swap_off, uint64_t desired,
+              struct shoal_cas_result *res, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, 0);
+    if (rc)
+        return rc;
+    if ((cmp_off | swap_off) & 7u)
+        return SHOAL_EALIGN;
+    struct rma_cmd c = cmd_for(RMA_CAS, m, cmp_off, 0, NULL);
+    c.a = expected;
+    c.b = swap_off;
+    c.c = desired;
+    struct rma_result r = {.cas = res};
+    return rma_issue(m.rank, &c, &r, flags, h);
+}
+
+int shoal_zbuffer(shoal_rmem_t m, size_t ref_off, int64_t depth, size_t data_off, const void *data, size_t n,
+                  int *written, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, 0);
+    if (rc)
+        return rc;
+    if (n && !data)
+        return SHOAL_EINVAL;
+    if (n > RMA_MAX_STRUCT_DATA)
+        return SHOAL_ETOOBIG;
+    if (ref_off & 7u)
+        return SHOAL_EALIGN;
+    struct rma_cmd c = cmd_for(RMA_ZBUF, m, ref_off, n, data);
+    c.a = (uint64_t)depth;
+    c.b = data_off;
+    struct rma_result r = {.written = written};
+    return rma_issue(m.rank, &c, &r, flags, h);
+}
+
+int shoal_zbuffer_packed(shoal_rmem_t m, size_t off, const uint64_t *cells, size_t count, unsigned flags,
+                         shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, 0);
+    if (rc)
+        return rc;
+    if (count && !cells)
+        return SHOAL_EINVAL;
+    if (count > SIZE_MAX / 8)
+        return SHOAL_ETOOBIG;
+    if (off & 7u)
+        return SHOAL_EALIGN;
+    struct rma_cmd c = cmd_for(RMA_ZBUF_PACKED, m, off, count, cells);
+    struct rma_result res = {0};
+    return rma_issue(m.rank, &c, &res, flags, h);
+}
+
+int shoal_fifo_enqueue(shoal_rmem_t m, size_t off, const void *data, size_t n, unsigned flags, shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, SHOAL_FIFO_RETRY);
+    if (rc)
+        return rc;
+    if (n && !data)
+        return SHOAL_EINVAL;
+    if (n > RMA_MAX_STRUCT_DATA)
+        return SHOAL_ETOOBIG;
+    struct rma_cmd c = cmd_for(RMA_FIFO, m, off, n, data);
+    struct rma_result res = {0};
+    return rma_issue(m.rank, &c, &res, flags, h);
+}
+
+int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t n, size_t offset, unsigned flags,
+                 shoal_handle_t *h)
+{
+    int rc = check_common(m, flags, h, 0);
+    if (rc)
+        return rc;
+    if (n && !data)
+        return SHOAL_EINVAL;
+    if (n > RMA_MAX_STRUCT_DATA)
+        return SHOAL_ETOOBIG;
+    struct rma_cmd c = cmd_for(RMA_SIGNAL, m, off, n, data);
+    c.b = offset;
+    struct rma_result res = {0};
+    return rma_issue(m.rank, &c, &res, flags, h);
+}
+
+int shoal_fence(void)
+{
+    if (rma.rank < 0)
+        return SHOAL_ENOTINIT;
+    int rc = am_blocking_allowed("shoal_fence");
+    if (rc)
+        return rc;
+    /* A fence command runs after every earlier command to its target (one
+     * ordered channel per pair), so its reply means they are all done. */
+    for (int r = 0; r < rma.nranks; r++) {
+        if (!ops.unfenced[r])
+            continue;
+        ops.unfenced[r] = 0;
+        struct rma_cmd c = {.kind = RMA_FENCE};
+        struct rma_result res = {0};
+        shoal_handle_t fh = {.status = SHOAL_PENDING};
+        struct rma_done d = {.flags = 0, .h = &fh};
+        if ((rc = remote_issue(r, &c, &res, &d)) != SHOAL_OK)
+            return rc;
+    }
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (ops.live)
+        am_progress_wait(&b, 0);
+    atomic_thread_fence(memory_order_seq_cst);
+    rc = ops.deferred_err;
+    ops.deferred_err = 0;
+    return rc;
+}
+
+void rma_ops_init(void)
+{
+    memset(&ops, 0, sizeof ops);
+    for (uint32_t i = 0; i < RMA_MAX_OPS; i++)
+        ops.free_ops[i] = RMA_MAX_OPS - 1 - i;
+    ops.nfree = RMA_MAX_OPS;
+    ops.chunk = am.max_medium / 64 * 64;
+    ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
+    ops.unfenced = calloc((size_t)rma.nranks, 1);
+    if (!ops.scratch || !ops.unfenced)
+        util_fatal("out of memory for the one-sided command tables");
+    am_register_internal(RMA_H_REQ, on_request);
+    am_register_internal(RMA_H_REP, on_reply);
+    am.quiescent = &rma.hdr[rma.rank]->quiescent;
+}
+
+void rma_ops_fini(void)
+{
+    am.quiescent = NULL;
+    free(ops.scratch);
+    free(ops.unfenced);
+    memset(&ops, 0, sizeof ops);
+}

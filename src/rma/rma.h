@@ -1,0 +1,142 @@
+/* rma layer: protected segments and the MBCF commands (seed 000 ch. 4).
+ * Each rank's segments live in its shm heap, mapped by every local peer, or
+ * are registered private memory.  One function, rma_route, decides whether
+ * a command runs here on mapped memory or is sent for the target's progress
+ * engine to run; both run the same executor, rma_execute, which does the
+ * owner's checks.  Layout of the heap header: docs/RMA.md. */
+#ifndef SHOAL_RMA_H
+#define SHOAL_RMA_H
+
+#include <stdint.h>
+
+#include "am/am.h"
+#include "shm/shm.h"
+#include "shoal.h"
+
+#define RMA_MAGIC 0x414d524c414f4853ull /* "SHOALRMA" */
+#define RMA_LAYOUT_VERSION 1u
+#define RMA_SLOT_BITS 10u
+#define RMA_SLOTS (1u << RMA_SLOT_BITS) /* segments per rank */
+#define RMA_LOCKS 64u                   /* lock stripes for compound commands */
+#define RMA_LOCKS_OFFSET 4096u
+#define RMA_ENTRIES_OFFSET 8192u
+#define RMA_HEADER_BYTES (RMA_ENTRIES_OFFSET + RMA_SLOTS * 64u)
+#define RMA_MAPPED 0x100u /* entry flag: the segment is in the heap */
+#define RMA_MAX_STRUCT_DATA 4096u /* FIFO entry, signal datum, z-buffer data */
+
+/* Start of every rank's heap, written by the owner. */
+struct rma_heap_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t owner_rank;
+    uint64_t heap_bytes;
+    uint32_t slots;
+    uint32_t header_bytes;
+    char pad0[32];
+    _Atomic uint64_t refused;   /* refused accesses, counted by whoever checked */
+    char pad1[56];
+    _Atomic uint64_t quiescent; /* owner's commands on mapped memory completed */
+    char pad2[56];
+};
+
+/* One segment, one line.  state = generation << 1 | live.  The owner writes
+ * the other fields only while the entry is not live. */
+struct rma_entry {
+    _Atomic uint32_t state;
+    uint32_t perms; /* SHOAL_MEM_* | RMA_MAPPED */
+    uint64_t key;
+    uint64_t offset; /* in the heap, when mapped */
+    uint64_t size;
+    char pad[32];
+};
+
+struct rma_lock {
+    _Atomic uint32_t word;
+    char pad[60];
+};
+
+enum rma_kind {
+    RMA_PUT, RMA_PUT_FLAG, RMA_GET, RMA_FETCH_OP, RMA_CAS, RMA_ZBUF, RMA_ZBUF_PACKED,
+    RMA_FIFO, RMA_SIGNAL, RMA_FENCE, RMA_KINDS
+};
+
+/* A command as both paths carry it.  n is bytes (put, get, z-buffer data,
+ * FIFO and signal data) or elements (fetch-op, packed z-buffer). */
+struct rma_cmd {
+    enum rma_kind kind;
+    unsigned flags;
+    int src; /* initiator, filled by the library (FIFO and signal store it) */
+    uint32_t id;
+    uint64_t key;
+    uint64_t off;
+    uint64_t n;
+    const void *data;
+    uint64_t a, b, c, d; /* put_flag: flag_off, value; fetch-op: op, type;
+                            cas: expected, swap_off, desired; zbuf: depth, data_off;
+                            signal: buffer offset */
+};
+
+/* What a command gives back besides its status. */
+struct rma_result {
+    void *data;                   /* get: read bytes; fetch-op: old values (may be NULL) */
+    struct shoal_cas_result *cas; /* may be NULL */
+    int *written;                 /* z-buffer; may be NULL */
+};
+
+/* Executes c on rank's memory, which must be mapped here (rank's heap, or
+ * this rank's own registered memory); RMA_NOT_HERE when it is not. */
+#define RMA_NOT_HERE 1
+int rma_execute(int rank, const struct rma_cmd *c, struct rma_result *res);
+
+/* FIFO and signal structures (fifo.c, signal.c) on resolved memory. */
+int rma_fifo_enqueue(char *seg, uint64_t seg_size, uint64_t off, int src, const void *data, size_t n,
+                     int retry);
+size_t rma_fifo_bytes(size_t entry_bytes, uint32_t entries, unsigned kind);
+int rma_fifo_format(char *at, size_t room, size_t entry_bytes, uint32_t entries, unsigned kind);
+int rma_fifo_take(char *seg, uint64_t seg_size, uint64_t off, void *buf, size_t cap, size_t *n, int *src);
+uint32_t rma_fifo_count(char *fifo);
+int rma_signal_deliver(shoal_mem_t mem, char *seg, uint64_t seg_size, uint64_t off, int src,
+                       const void *data, size_t n, uint64_t offset);
+
+/* Per-rank state. */
+struct rma_extent {
+    uint64_t off, len;
+};
+struct rma_quarantine {
+    uint64_t off, len;
+    uint64_t *seen; /* [nranks] each peer's quiescent count at destroy */
+};
+struct rma_local {
+    void *base; /* this rank's view */
+    size_t size;
+};
+
+struct rma_state {
+    int rank, nranks;
+    int direct;              /* SHOAL_RMA_DIRECT */
+    struct shm_heap heap;
+    struct rma_heap_header **hdr; /* [nranks]: mapped heaps, NULL when not local */
+    struct rma_local seg[RMA_SLOTS];
+    uint32_t gen[RMA_SLOTS];
+    struct rma_extent *free_ext; /* sorted by offset */
+    size_t nfree, free_cap;
+    struct rma_quarantine *quar;
+    size_t nquar, quar_cap;
+};
+extern struct rma_state rma;
+
+int rma_init(int rank, int nranks);
+void rma_fini(void);
+/* Reclaims quarantined memory that no peer can still be writing. */
+void rma_reclaim(void);
+
+static inline struct rma_entry *rma_entry_of(int rank, uint32_t id)
+{
+    return (struct rma_entry *)((char *)rma.hdr[rank] + RMA_ENTRIES_OFFSET) + (id & (RMA_SLOTS - 1));
+}
+
+/* Completion side (ops.c). */
+void rma_ops_init(void);
+void rma_ops_fini(void);
+
+#endif
