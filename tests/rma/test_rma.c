@@ -11,14 +11,14 @@
 
 static int me, np;
 static shoal_mem_t mem;
-static shoal_rmem_t *all;
+#define MAX_RANKS 64
+static shoal_rmem_t all[MAX_RANKS];
 static char *base;
 
 static void setup(unsigned perms)
 {
     CHECK_RC(shoal_mem_create(SEG_BYTES, perms, &mem), SHOAL_OK);
     CHECK_RC(shoal_mem_local(mem, (void **)&base, NULL), SHOAL_OK);
-    all = calloc((size_t)np, sizeof *all);
     CHECK_RC(shoal_mem_exchange(mem, all), SHOAL_OK);
 }
 
@@ -81,7 +81,7 @@ static void test_register(void)
     static uint64_t priv[512];
     shoal_mem_t rm;
     CHECK_RC(shoal_mem_register(priv, sizeof priv, SHOAL_MEM_ALL, &rm), SHOAL_OK);
-    shoal_rmem_t *r = calloc((size_t)np, sizeof *r);
+    static shoal_rmem_t r[MAX_RANKS];
     CHECK_RC(shoal_mem_exchange(rm, r), SHOAL_OK);
     int peer = (me + 1) % np;
     uint64_t v = pattern(me, 1), got = 0;
@@ -103,14 +103,14 @@ static void test_register(void)
 static void test_misuse(void)
 {
     CHECK_RC(shoal_mem_create(4096, SHOAL_MEM_READ, &mem), SHOAL_OK); /* read-only */
-    shoal_rmem_t *ro = calloc((size_t)np, sizeof *ro);
+    static shoal_rmem_t ro[MAX_RANKS], w[MAX_RANKS];
     CHECK_RC(shoal_mem_exchange(mem, ro), SHOAL_OK);
     char *rob;
     CHECK_RC(shoal_mem_local(mem, (void **)&rob, NULL), SHOAL_OK);
     memset(rob, 0x5a, 4096);
     shoal_mem_t rw;
     CHECK_RC(shoal_mem_create(4096, SHOAL_MEM_ALL, &rw), SHOAL_OK);
-    shoal_rmem_t *w = calloc((size_t)np, sizeof *w);
+
     CHECK_RC(shoal_mem_exchange(rw, w), SHOAL_OK);
     struct shoal_stats before;
     CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
@@ -668,6 +668,7 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
+    CHECK(np <= MAX_RANKS, "at most %d ranks", MAX_RANKS);
     const char *mode = argv[1];
     struct {
         const char *name;
