@@ -11,31 +11,11 @@ static int refuse(int rank, int status)
     return status;
 }
 
-/* The owner's check of (id, key, perm, [off, off+len)): the segment's base
- * and size here, RMA_NOT_HERE for a peer's private memory (its owner
- * checks), or the refusal. */
 static int resolve(int rank, const struct rma_cmd *c, unsigned perm, uint64_t len, char **base,
                    uint64_t *size)
 {
-    struct rma_entry *e = rma_entry_of(rank, c->id);
-    uint32_t want = (c->id >> RMA_SLOT_BITS) << 1 | 1u;
-    if (atomic_load_explicit(&e->state, memory_order_acquire) != want)
-        return refuse(rank, SHOAL_ESEGMENT);
-    unsigned perms = e->perms;
-    uint64_t key = e->key, offset = e->offset, sz = e->size;
-    /* seqlock: the fields belong to the generation seen before and after */
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&e->state, memory_order_relaxed) != want)
-        return refuse(rank, SHOAL_ESEGMENT);
-    if (!(perms & RMA_MAPPED) && rank != rma.rank)
-        return RMA_NOT_HERE;
-    if (key != c->key || (perms & perm) != perm)
-        return refuse(rank, SHOAL_EACCES);
-    if (c->off > sz || len > sz - c->off)
-        return refuse(rank, SHOAL_ERANGE);
-    *base = perms & RMA_MAPPED ? (char *)rma.heap.bases[rank] + offset : rma.seg[c->id & (RMA_SLOTS - 1)].base;
-    *size = sz;
-    return SHOAL_OK;
+    int rc = rma_check(rank, c->id, c->key, perm, c->off, len, base, size);
+    return rc == SHOAL_OK || rc == RMA_NOT_HERE ? rc : refuse(rank, rc);
 }
 
 /* A second location in the same segment (flag, swap word, z data). */

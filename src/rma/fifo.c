@@ -31,12 +31,17 @@ struct fifo_head {
     char pad0[40];
     _Atomic uint64_t tail; /* producers: next ticket << 1 | stopped */
     char pad1[56];
-    _Atomic uint64_t head; /* owner: next ticket to take */
+    _Atomic uint64_t head; /* owner: next ticket to take (producers never read it) */
     char pad2[56];
 };
 
+/* Each entry's sequence word says whose turn it is (after Vyukov's bounded
+ * queue): == ticket: free for the producer of that ticket; == ticket + 1:
+ * complete, for the owner to take; the owner then sets ticket + entries.
+ * So a producer reads only the tail and the entry it writes, never a word
+ * the owner rewrites on every dequeue. */
 struct fifo_entry {
-    _Atomic uint64_t seq; /* ticket + 1 once the entry is complete */
+    _Atomic uint64_t seq;
     int32_t src;
     uint32_t len;
     char data[];
@@ -81,6 +86,9 @@ int rma_fifo_format(char *at, size_t room, size_t entry_bytes, uint32_t entries,
     f->stride = stride_for(entry_bytes);
     f->entries = entries;
     f->senders = senders_for(kind);
+    char *ring = at + FIFO_HEAD_BYTES + map_bytes(f->senders);
+    for (uint32_t i = 0; i < entries; i++)
+        atomic_store_explicit(&((struct fifo_entry *)(ring + (size_t)i * f->stride))->seq, i, memory_order_relaxed);
     __atomic_store_n(&f->magic, FIFO_MAGIC, __ATOMIC_RELEASE); /* valid only once whole */
     return SHOAL_OK;
 }
@@ -112,19 +120,28 @@ static int fifo_open(char *seg, uint64_t seg_size, uint64_t off, struct fifo_geo
     return SHOAL_OK;
 }
 
-/* One CAS decides: a ticket, a cancellation, or (FIFOe) the stop. */
+static struct fifo_entry *entry_at(const struct fifo_geo *g, uint64_t ticket)
+{
+    return (struct fifo_entry *)(g->ring + (ticket % g->entries) * g->stride);
+}
+
+/* One CAS decides: a ticket, a cancellation, or (FIFOe) the stop.  The
+ * queue is full when the entry for the next ticket still holds the
+ * previous lap's, not yet taken. */
 static int reserve(struct fifo_geo *g, int retry, uint64_t *ticket)
 {
     for (;;) {
         uint64_t t = atomic_load_explicit(&g->f->tail, memory_order_acquire);
-        uint64_t head = atomic_load_explicit(&g->f->head, memory_order_acquire);
         uint64_t next = t >> 1;
         int stopped = (int)(t & 1u);
         if (g->ordered && stopped && !retry)
             return SHOAL_ESTOPPED;
-        if ((int64_t)(next - head) < 0)
-            continue; /* tail read before a burst the owner has taken since */
-        if (next - head >= g->entries) {
+        int64_t turn = (int64_t)(atomic_load_explicit(&entry_at(g, next)->seq, memory_order_acquire) - next);
+        if (turn > 0)
+            continue; /* another producer took this ticket since we read the tail */
+        if (turn < 0) {
+            if (atomic_load_explicit(&g->f->tail, memory_order_acquire) != t)
+                continue;
             if (!g->ordered || stopped)
                 return SHOAL_EFULL;
             if (atomic_compare_exchange_weak_explicit(&g->f->tail, &t, t | 1u, memory_order_acq_rel,
@@ -158,7 +175,7 @@ int rma_fifo_enqueue(char *seg, uint64_t seg_size, uint64_t off, int src, const 
         __atomic_fetch_and(stop, ~bit, __ATOMIC_RELAXED);
     if (rc)
         return rc;
-    struct fifo_entry *e = (struct fifo_entry *)(g.ring + (ticket % g.entries) * g.stride);
+    struct fifo_entry *e = entry_at(&g, ticket);
     e->src = src;
     e->len = (uint32_t)n;
     memcpy(e->data, data, n);
@@ -173,7 +190,7 @@ int rma_fifo_take(char *seg, uint64_t seg_size, uint64_t off, void *buf, size_t 
     if (rc)
         return rc;
     uint64_t head = atomic_load_explicit(&g.f->head, memory_order_relaxed);
-    struct fifo_entry *e = (struct fifo_entry *)(g.ring + (head % g.entries) * g.stride);
+    struct fifo_entry *e = entry_at(&g, head);
     if (atomic_load_explicit(&e->seq, memory_order_acquire) != head + 1)
         return SHOAL_EAGAIN;
     size_t len = e->len < g.entry_bytes ? e->len : g.entry_bytes;
@@ -186,7 +203,8 @@ int rma_fifo_take(char *seg, uint64_t seg_size, uint64_t off, void *buf, size_t 
     memcpy(buf, e->data, len);
     if (src)
         *src = e->src;
-    atomic_store_explicit(&g.f->head, head + 1, memory_order_release); /* the slot is free again */
+    atomic_store_explicit(&g.f->head, head + 1, memory_order_relaxed); /* only the owner's, and counts */
+    atomic_store_explicit(&e->seq, head + g.entries, memory_order_release); /* free for the next lap */
     return SHOAL_OK;
 }
 

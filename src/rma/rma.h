@@ -135,6 +135,42 @@ static inline struct rma_entry *rma_entry_of(int rank, uint32_t id)
     return (struct rma_entry *)((char *)rma.hdr[rank] + RMA_ENTRIES_OFFSET) + (id & (RMA_SLOTS - 1));
 }
 
+/* The owner's check of (id, key, perm, [off, off+len)) against rank's
+ * table, wherever the command runs: the segment's base and size here,
+ * RMA_NOT_HERE for a peer's private memory (its owner checks), or the
+ * refusal (which the caller counts).  Inline: it is the whole cost of a
+ * small put beyond the copy. */
+static inline int rma_check(int rank, uint32_t id, uint64_t key, unsigned perm, uint64_t off, uint64_t len,
+                            char **base, uint64_t *size)
+{
+    struct rma_entry *e = rma_entry_of(rank, id);
+    uint32_t want = (id >> RMA_SLOT_BITS) << 1 | 1u;
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != want)
+        return SHOAL_ESEGMENT;
+    unsigned perms = e->perms;
+    uint64_t k = e->key, offset = e->offset, sz = e->size;
+    /* seqlock: the fields belong to the generation seen before and after */
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&e->state, memory_order_relaxed) != want)
+        return SHOAL_ESEGMENT;
+    if (!(perms & RMA_MAPPED) && rank != rma.rank)
+        return RMA_NOT_HERE;
+    if (k != key || (perms & perm) != perm)
+        return SHOAL_EACCES;
+    if (off > sz || len > sz - off)
+        return SHOAL_ERANGE;
+    *base = perms & RMA_MAPPED ? (char *)rma.heap.bases[rank] + offset : (char *)rma.seg[id & (RMA_SLOTS - 1)].base;
+    *size = sz;
+    return SHOAL_OK;
+}
+
+/* Marks a point where no command of this rank runs (see heap.c). */
+static inline void rma_quiescent_tick(void)
+{
+    _Atomic uint64_t *q = &rma.hdr[rma.rank]->quiescent;
+    atomic_store_explicit(q, atomic_load_explicit(q, memory_order_relaxed) + 1, memory_order_release);
+}
+
 /* Completion side (ops.c). */
 void rma_ops_init(void);
 void rma_ops_fini(void);
