@@ -6,6 +6,9 @@
  * CPU 0 and times, the child is pinned to CPU 1 and answers.  Tests:
  *   lat   one 8-byte word in one cache line bounced back and forth; the
  *         record is the half round trip (name "line_lat", size 8).
+ *   lat2  the same with two lines: each side stores into the line the other
+ *         polls and polls its own, which is what a one-sided put ping-pong
+ *         (each rank waits on its own memory) has to move ("line2_lat").
  *   rate  one-way streaming of 8-byte messages, one per cache line, through
  *         a ring of lines with a lazily published consumer index (the
  *         seed-003 cachable queue with nothing else in it); the record is
@@ -39,6 +42,7 @@ struct shared {
     struct line flag;              /* ping-pong word (lat, copy) */
     struct line head;              /* rate: messages consumed so far */
     struct line size;              /* copy: current payload size */
+    struct line other;             /* lat2: the child's ping-pong word */
     struct line ring[RING_LINES];  /* rate: one message per line */
     /* copy: then two buffers of max_size bytes, parent's first */
 };
@@ -64,6 +68,27 @@ static void child_lat(void)
 static void parent_lat_round(uint64_t *seq)
 {
     atomic_store_explicit(&sh->flag.word, *seq, memory_order_release);
+    while (atomic_load_explicit(&sh->flag.word, memory_order_acquire) != *seq + 1)
+        ;
+    *seq += 2;
+}
+
+static void child_lat2(void)
+{
+    uint64_t expect = 1;
+    for (;;) {
+        uint64_t v;
+        while ((v = atomic_load_explicit(&sh->other.word, memory_order_acquire)) != expect)
+            if (v == STOP)
+                return;
+        atomic_store_explicit(&sh->flag.word, expect + 1, memory_order_release);
+        expect += 2;
+    }
+}
+
+static void parent_lat2_round(uint64_t *seq)
+{
+    atomic_store_explicit(&sh->other.word, *seq, memory_order_release);
     while (atomic_load_explicit(&sh->flag.word, memory_order_acquire) != *seq + 1)
         ;
     *seq += 2;
@@ -130,6 +155,8 @@ static pid_t start_child(const char *test, size_t max)
         bench_pin(1);
         if (strcmp(test, "lat") == 0)
             child_lat();
+        else if (strcmp(test, "lat2") == 0)
+            child_lat2();
         else if (strcmp(test, "rate") == 0)
             child_rate();
         else
@@ -144,6 +171,8 @@ static void stop_child(pid_t pid, const char *test, uint64_t next_rate_seq)
     int status;
     if (strcmp(test, "rate") == 0)
         atomic_store(&sh->ring[(next_rate_seq - 1) % RING_LINES].word, STOP);
+    else if (strcmp(test, "lat2") == 0)
+        atomic_store(&sh->other.word, STOP);
     else
         atomic_store(&sh->flag.word, STOP);
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -160,7 +189,7 @@ int main(int argc, char **argv)
     uint64_t seq = 1;
     int b;
 
-    if (bench_parse(argc, argv, &o, "lat rate copy") < 0)
+    if (bench_parse(argc, argv, &o, "lat lat2 rate copy") < 0)
         return 2;
     if (o.iters == 0) /* a line moves in a small fraction of a copy round trip */
         o.iters = strcmp(o.test, "copy") == 0 ? 20000 : 1000000;
@@ -177,15 +206,16 @@ int main(int argc, char **argv)
     bench_pin(0);
     pid_t child = start_child(o.test, o.max_size);
 
-    if (strcmp(o.test, "lat") == 0) {
+    if (strcmp(o.test, "lat") == 0 || strcmp(o.test, "lat2") == 0) {
+        int two = strcmp(o.test, "lat2") == 0;
         for (b = -1; b < o.batches; b++) {
             double t0 = bench_now();
             for (long i = 0; i < o.iters; i++)
-                parent_lat_round(&seq);
+                two ? parent_lat2_round(&seq) : parent_lat_round(&seq);
             if (b >= 0)
                 v[b] = (bench_now() - t0) / (double)o.iters / 2 * 1e6;
         }
-        bench_emit(&o, "line_lat", 8, 2, "us", o.iters, v, o.batches);
+        bench_emit(&o, two ? "line2_lat" : "line_lat", 8, 2, "us", o.iters, v, o.batches);
         stop_child(child, o.test, 0);
     } else if (strcmp(o.test, "rate") == 0) {
         /* A multiple of PUBLISH_EVERY, so the consumer publishes exactly
