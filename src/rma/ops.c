@@ -82,13 +82,18 @@ static int finish(const struct rma_done *d, int status)
     return status;
 }
 
+static void op_release(struct rma_op *o)
+{
+    o->serial = 0;
+    ops.free_ops[ops.nfree++] = (uint32_t)(o - ops.ops);
+    ops.live--;
+}
+
 static void op_complete(struct rma_op *o)
 {
     struct rma_done d = {.flags = SHOAL_COLOR(o->color), .h = o->h};
     finish(&d, o->status);
-    o->serial = 0;
-    ops.free_ops[ops.nfree++] = (uint32_t)(o - ops.ops);
-    ops.live--;
+    op_release(o);
 }
 
 static int wait_handle(shoal_handle_t *h)
@@ -168,18 +173,19 @@ static uint64_t cookie_of(const struct rma_op *o)
     return (uint64_t)(o - ops.ops) | o->serial << 10;
 }
 
-static void send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
-                     size_t bytes)
+/* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
+ * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
+static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
+                    size_t bytes, unsigned flags)
 {
     uint64_t args[RQ_ARGS] = {
         [RQ_KIND] = (uint64_t)c->kind | (uint64_t)(c->flags & (OPT_MASK | SHOAL_FIFO_RETRY)) << 8,
         [RQ_ID] = c->id, [RQ_KEY] = c->key, [RQ_OFF] = c->off, [RQ_N] = c->n, [RQ_COOKIE] = cookie,
         [RQ_A] = c->a, [RQ_B] = c->b, [RQ_C] = c->c, [RQ_OUT] = out_off};
-    /* Room was checked by IMMEDIATE callers before the first chunk; later
-     * chunks of one command wait rather than leave it half sent. */
-    int rc = am_request_internal(target, RMA_H_REQ, 0, data, bytes, RQ_ARGS, args);
-    if (rc)
+    int rc = am_request_internal(target, RMA_H_REQ, flags & SHOAL_IMMEDIATE, data, bytes, RQ_ARGS, args);
+    if (rc && rc != SHOAL_EAGAIN)
         util_fatal("sending a one-sided command to rank %d failed: %s", target, shoal_strerror(rc));
+    return rc;
 }
 
 /* Elements per message for the commands that split (put, get, fetch-op,
@@ -219,27 +225,28 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
     } else
         ops.unfenced[target] = 1;
     uint64_t cookie = o ? cookie_of(o) : 0;
-    if (color_of(d->flags))
-        ops.issued[color_of(d->flags)]++;
-    if (!splits(c->kind) || c->n * unit_of(c->kind) <= ops.chunk) {
-        if (o)
-            o->pending = 1;
-        send_one(target, c, cookie, 0, c->data, payload_of(c));
-        return SHOAL_OK;
-    }
-    uint64_t per = ops.chunk / unit_of(c->kind), chunks = (c->n + per - 1) / per;
+    uint64_t unit = unit_of(c->kind), per = ops.chunk / unit;
+    uint64_t chunks = splits(c->kind) && c->n > per ? (c->n + per - 1) / per : 1;
     if (o)
         o->pending = (uint32_t)chunks;
     for (uint64_t i = 0; i < chunks; i++) {
         struct rma_cmd part = *c;
         uint64_t first = i * per;
-        part.n = c->n - first < per ? c->n - first : per;
-        part.off = c->off + first * unit_of(c->kind);
-        if (c->kind == RMA_PUT_FLAG && i + 1 < chunks)
-            part.kind = RMA_PUT; /* the flag travels with the last chunk, after all data */
-        const char *data = c->data ? (const char *)c->data + first * unit_of(c->kind) : NULL;
-        send_one(target, &part, cookie, first * unit_of(c->kind), data, payload_of(&part));
+        if (chunks > 1) {
+            part.n = c->n - first < per ? c->n - first : per;
+            part.off = c->off + first * unit;
+            if (c->kind == RMA_PUT_FLAG && i + 1 < chunks)
+                part.kind = RMA_PUT; /* the flag travels with the last chunk, after all data */
+        }
+        const char *data = c->data ? (const char *)c->data + first * unit : NULL;
+        if (send_one(target, &part, cookie, first * unit, data, payload_of(&part), i ? 0 : d->flags) != SHOAL_OK) {
+            if (o)
+                op_release(o); /* nothing was sent */
+            return SHOAL_EAGAIN;
+        }
     }
+    if (color_of(d->flags))
+        ops.issued[color_of(d->flags)]++;
     return SHOAL_OK;
 }
 
