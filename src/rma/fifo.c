@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define FIFO_MAGIC 0x4f464946u /* "FIFO" */
-#define FIFO_VERSION 1u
+#define FIFO_VERSION 2u /* 2: sequence words say whose turn an entry is */
 #define FIFO_HEAD_BYTES 192u
 
 struct fifo_head {
@@ -66,7 +66,8 @@ static uint32_t senders_for(unsigned kind)
 
 size_t rma_fifo_bytes(size_t entry_bytes, uint32_t entries, unsigned kind)
 {
-    if (entry_bytes == 0 || entry_bytes > RMA_MAX_STRUCT_DATA || entries == 0)
+    /* one entry would make "complete for ticket t" and "free for t+1" the same value */
+    if (entry_bytes == 0 || entry_bytes > RMA_MAX_STRUCT_DATA || entries < 2)
         return 0;
     return FIFO_HEAD_BYTES + map_bytes(senders_for(kind)) + (size_t)entries * stride_for(entry_bytes);
 }
@@ -113,7 +114,7 @@ static int fifo_open(char *seg, uint64_t seg_size, uint64_t off, struct fifo_geo
     *g = (struct fifo_geo){.f = f, .stops = (uint64_t *)((char *)f + FIFO_HEAD_BYTES),
                            .ring = (char *)f + FIFO_HEAD_BYTES + map_bytes(senders), .entry_bytes = f->entry_bytes,
                            .stride = f->stride, .entries = f->entries, .ordered = f->kind & SHOAL_FIFO_ORDERED};
-    if (g->entries == 0 || g->entry_bytes > RMA_MAX_STRUCT_DATA || g->stride != stride_for(g->entry_bytes) ||
+    if (g->entries < 2 || g->entry_bytes > RMA_MAX_STRUCT_DATA || g->stride != stride_for(g->entry_bytes) ||
         (g->ordered && senders < (uint32_t)rma.nranks) ||
         (uint64_t)g->entries * g->stride + map_bytes(senders) > seg_size - off - FIFO_HEAD_BYTES)
         return SHOAL_ENOSTRUCT;

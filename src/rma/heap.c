@@ -291,13 +291,17 @@ int shoal_mem_exchange(shoal_mem_t mem, shoal_rmem_t *all)
     int rc = am_blocking_allowed("shoal_mem_exchange");
     if (rc)
         return rc;
+    /* Everyone joins the allgather even with a bad argument, so no rank
+     * hangs; a rank whose handle is bad sends rank -1 and everyone fails. */
+    shoal_rmem_t mine = {.rank = -1}, *got = all ? all : calloc((size_t)rma.nranks, sizeof *got);
+    if (!got)
+        util_fatal("out of memory for a descriptor exchange");
+    int own = all ? shoal_mem_export(mem, &mine) : SHOAL_EINVAL;
+    rc = boot_allgather(&mine, sizeof mine, got);
     if (!all)
-        return SHOAL_EINVAL;
-    /* Everyone joins the allgather even with a bad handle, so no rank hangs;
-     * a rank whose handle is bad sends rank -1 and everyone fails. */
-    shoal_rmem_t mine = {.rank = -1};
-    int own = shoal_mem_export(mem, &mine);
-    rc = boot_allgather(&mine, sizeof mine, all);
+        free(got);
+    if (!all)
+        return rc ? rc : SHOAL_EINVAL;
     for (int r = 0; r < rma.nranks && rc == SHOAL_OK; r++)
         if (all[r].rank != r)
             rc = own ? own : SHOAL_ESEGMENT;

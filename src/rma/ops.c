@@ -66,15 +66,16 @@ static int finish(const struct rma_done *d, int status)
     unsigned c = color_of(d->flags);
     if (status)
         am.stats.rma_failures++;
+    if (c) {
+        ops.completed[c]++;
+        note_failure(&ops.color_err[c], status);
+    }
     if (d->h) {
         d->h->status = status;
         return SHOAL_OK;
     }
-    if (c) {
-        ops.completed[c]++;
-        note_failure(&ops.color_err[c], status);
+    if (c)
         return SHOAL_OK;
-    }
     if (d->flags & OPT_MASK) {
         note_failure(&ops.deferred_err, status);
         return SHOAL_OK;
@@ -226,6 +227,11 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
         ops.unfenced[target] = 1;
     uint64_t cookie = o ? cookie_of(o) : 0;
     uint64_t unit = unit_of(c->kind), per = ops.chunk / unit;
+    if (per == 0 || (!splits(c->kind) && payload_of(c) > ops.chunk)) {
+        if (o)
+            op_release(o);
+        return SHOAL_ETOOBIG; /* the medium limit (ring size, SHOAL_SHM_MEDIUM_MAX) is below this message */
+    }
     uint64_t chunks = splits(c->kind) && c->n > per ? (c->n + per - 1) / per : 1;
     if (o)
         o->pending = (uint32_t)chunks;
@@ -608,7 +614,7 @@ void rma_ops_init(void)
     for (uint32_t i = 0; i < RMA_MAX_OPS; i++)
         ops.free_ops[i] = RMA_MAX_OPS - 1 - i;
     ops.nfree = RMA_MAX_OPS;
-    ops.chunk = am.max_medium / 64 * 64;
+    ops.chunk = am.max_medium >= 64 ? am.max_medium / 64 * 64 : am.max_medium / 8 * 8;
     ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
     ops.unfenced = calloc((size_t)rma.nranks, 1);
     if (!ops.scratch || !ops.unfenced)

@@ -1,6 +1,6 @@
 /* rma layer: protected segments and the MBCF commands (seed 000 ch. 4).
  * Each rank's segments live in its shm heap, mapped by every local peer, or
- * are registered private memory.  One function, rma_route, decides whether
+ * are registered private memory.  One function, rma_issue (ops.c), decides whether
  * a command runs here on mapped memory or is sent for the target's progress
  * engine to run; both run the same executor, rma_execute, which does the
  * owner's checks.  Layout of the heap header: docs/RMA.md. */

@@ -22,6 +22,11 @@ const char *shoal_strerror(int status)
     case SHOAL_ETIMEDOUT: return "SHOAL_ETIMEDOUT: wait timed out";
     case SHOAL_EALIGN: return "SHOAL_EALIGN: misaligned address or offset";
     case SHOAL_ECONFIG: return "SHOAL_ECONFIG: invalid SHOAL_* setting";
+    case SHOAL_EACCES: return "SHOAL_EACCES: wrong access key or permission";
+    case SHOAL_EFULL: return "SHOAL_EFULL: FIFO full, entry cancelled";
+    case SHOAL_ESTOPPED: return "SHOAL_ESTOPPED: FIFOe stopped, send RETRY";
+    case SHOAL_ECANCELED: return "SHOAL_ECANCELED: signal refused by its state or condition";
+    case SHOAL_ENOSTRUCT: return "SHOAL_ENOSTRUCT: no FIFO or signal structure there";
     default: return "unknown shoal status code";
     }
 }

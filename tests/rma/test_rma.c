@@ -143,6 +143,13 @@ static void test_misuse(void)
     CHECK_RC(shoal_put(w[t], 0, &v, 8, SHOAL_STATUS_NONE | SHOAL_STATUS_FAILURES, NULL), SHOAL_EINVAL);
     CHECK_RC(shoal_put(w[t], 0, &v, 8, 0x10000, NULL), SHOAL_EINVAL);
     CHECK_RC(shoal_fetch_op(w[t], 0, SHOAL_AOP_XOR, SHOAL_DOUBLE, &v, NULL, 1, 0, NULL), SHOAL_EINVAL);
+    CHECK_RC(shoal_fifo_init(rw, 0, 8, 1, 0), SHOAL_EINVAL); /* a FIFO needs two entries */
+    for (int code = SHOAL_EACCES; code >= SHOAL_ENOSTRUCT; code--)
+        CHECK(strncmp(shoal_strerror(code), "SHOAL_E", 7) == 0, "no name for status %d", code);
+    shoal_handle_t hc; /* a handle and a colour: both complete */
+    CHECK_RC(shoal_put(w[t], 0, &v, 8, SHOAL_COLOR(6), &hc), SHOAL_OK);
+    CHECK_RC(shoal_wait(&hc), SHOAL_OK);
+    CHECK_RC(shoal_color_wait(6), SHOAL_OK);
     CHECK_RC(shoal_color_wait(0), SHOAL_EINVAL);
     CHECK_RC(shoal_color_wait(SHOAL_COLORS), SHOAL_EINVAL);
     /* refusals through every completion mode */
