@@ -13,7 +13,7 @@
  * the same lines, so the two can be compared.
  *
  *   shoalrun -n 4 build/apps/fetch_add_am [K [increment]] */
-#include <shoal.h>
+#include "example.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -39,12 +39,6 @@ static volatile uint64_t olds_in;   /* old values received so far */
 static volatile uint64_t olds_bad;  /* out of range, not a multiple, or repeated */
 static volatile uint64_t secs_in;   /* time reports received */
 static double secs_max;             /* the slowest rank's timed phase */
-
-static void check(int rc, const char *what)
-{
-    if (rc)
-        shoal_abort(1, "%s: %s", what, shoal_strerror(rc));
-}
 
 /* Request handler at rank 0: the fetch&add itself.  The reply goes last, as
  * the AM rules ask, after the counter is updated. */
@@ -121,17 +115,6 @@ static uint64_t fetch_add(int node, uint64_t inc)
     return fetch_add_complete(&s);
 }
 
-static uint64_t parse_arg(int argc, char **argv, int i, uint64_t dflt, const char *name)
-{
-    if (argc <= i)
-        return dflt;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(argv[i], &end, 0);
-    if (errno || *end || v == 0 || argv[i][0] == '-')
-        shoal_abort(2, "%s must be a positive integer, got '%s'", name, argv[i]);
-    return v;
-}
 
 /* The timed phase: K blocking fetch&adds, old values kept for the check.
  * A single requester sees its old values grow strictly, since the counter

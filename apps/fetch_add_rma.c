@@ -12,7 +12,7 @@
  * values in its own segment, and rank 0 reads them all with shoal_get.
  *
  *   shoalrun -n 4 build/apps/fetch_add_rma [K [increment]] */
-#include <shoal.h>
+#include "example.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,23 +27,6 @@
 #define SECS_OFF 64
 #define OLDS_OFF 128
 
-static void check(int rc, const char *what)
-{
-    if (rc)
-        shoal_abort(1, "%s: %s", what, shoal_strerror(rc));
-}
-
-static uint64_t parse_arg(int argc, char **argv, int i, uint64_t dflt, const char *name)
-{
-    if (argc <= i)
-        return dflt;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(argv[i], &end, 0);
-    if (errno || *end || v == 0 || argv[i][0] == '-')
-        shoal_abort(2, "%s must be a positive integer, got '%s'", name, argv[i]);
-    return v;
-}
 
 /* The timed phase: K blocking fetch&adds on rank 0's counter.  Old values
  * of one requester grow strictly, which is checked on the way. */

@@ -6,7 +6,7 @@
  * barrier, and rank 0 prints a summary.
  *
  *   shoalrun -n 4 build/apps/hello_am */
-#include <shoal.h>
+#include "example.h"
 
 #include <stdio.h>
 
@@ -36,12 +36,6 @@ static void on_hello_reply(shoal_token_t token, void *buf, size_t nbytes, const 
     (void)token; (void)buf; (void)nbytes; (void)nargs;
     right_rank = (int)args[0];
     replies++;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc)
-        shoal_abort(1, "%s: %s", what, shoal_strerror(rc));
 }
 
 int main(int argc, char **argv)

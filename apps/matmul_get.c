@@ -16,7 +16,7 @@
  * of (i, j) and checks its rows against a plain triple loop.
  *
  *   shoalrun -n 4 build/apps/matmul_get [n [bs]] [--blocking | --compare] */
-#include <shoal.h>
+#include "example.h"
 
 #include <errno.h>
 #include <math.h>
@@ -40,12 +40,6 @@ struct job {
     shoal_rmem_t *segs;    /* every rank's segment */
     double *buf[2];        /* fetched blocks of B (double buffer) */
 };
-
-static void check(int rc, const char *what)
-{
-    if (rc)
-        shoal_abort(1, "%s: %s", what, shoal_strerror(rc));
-}
 
 /* Deterministic entries in [-1, 1): splitmix64 of the position, so every
  * rank can regenerate any element without communication. */

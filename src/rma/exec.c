@@ -52,14 +52,6 @@ static void unlock(_Atomic uint32_t *w)
     atomic_store_explicit(w, 0, memory_order_release);
 }
 
-static void copy(void *dst, const void *src, size_t n)
-{
-    if (n <= 256)
-        memcpy(dst, src, n);
-    else
-        shm_copy(dst, src, n);
-}
-
 static uint64_t apply(enum shoal_aop op, enum shoal_atype type, uint64_t *p, uint64_t v)
 {
     if (type == SHOAL_DOUBLE && op == SHOAL_AOP_ADD) {
@@ -144,7 +136,7 @@ static int zbuffer(int rank, const struct rma_cmd *c, char *base, uint64_t size,
     int written = __atomic_load_n(ref, __ATOMIC_SEQ_CST) > depth;
     if (written) {
         __atomic_store_n(ref, depth, __ATOMIC_SEQ_CST);
-        copy(base + c->b, c->data, c->n);
+        shm_copy(base + c->b, c->data, c->n);
     }
     unlock(l);
     if (res->written)
@@ -175,7 +167,7 @@ static int put_flag(int rank, const struct rma_cmd *c, char *base, uint64_t size
         rc = aligned8(rank, (char *)flag);
     if (rc)
         return rc;
-    copy(base + c->off, c->data, c->n);
+    shm_copy(base + c->off, c->data, c->n);
     __atomic_store_n(flag, c->b, __ATOMIC_RELEASE); /* the data is visible first */
     return SHOAL_OK;
 }
@@ -211,9 +203,9 @@ int rma_execute(int rank, const struct rma_cmd *c, struct rma_result *res)
         return rc;
     char *p = base + c->off;
     switch (c->kind) {
-    case RMA_PUT: copy(p, c->data, c->n); return SHOAL_OK;
+    case RMA_PUT: shm_copy(p, c->data, c->n); return SHOAL_OK;
     case RMA_PUT_FLAG: return put_flag(rank, c, base, size);
-    case RMA_GET: copy(res->data, p, c->n); return SHOAL_OK;
+    case RMA_GET: shm_copy(res->data, p, c->n); return SHOAL_OK;
     case RMA_FETCH_OP: return fetch_op(rank, c, p, res);
     case RMA_CAS: return cas(rank, c, base, size, res);
     case RMA_ZBUF: return zbuffer(rank, c, base, size, res);

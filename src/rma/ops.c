@@ -386,6 +386,30 @@ static struct rma_cmd cmd_for(enum rma_kind k, shoal_rmem_t m, uint64_t off, uin
     return (struct rma_cmd){.kind = k, .id = m.id, .key = m.key, .off = off, .n = n, .data = data};
 }
 
+/* Every command's entry: the common checks, a source for the bytes it
+ * carries, the command's own argument checks (args_rc, made by the caller
+ * from its arguments alone), then rma_issue. */
+static int submit(shoal_rmem_t m, struct rma_cmd *c, struct rma_result *res, unsigned flags, shoal_handle_t *h,
+                  unsigned allowed, int args_rc)
+{
+    int rc = check_common(m, flags, h, allowed);
+    if (!rc && payload_of(c) && !c->data)
+        rc = SHOAL_EINVAL;
+    if (!rc)
+        rc = args_rc;
+    return rc ? rc : rma_issue(m.rank, c, res, flags, h);
+}
+
+static int max_struct_data(size_t n)
+{
+    return n > RMA_MAX_STRUCT_DATA ? SHOAL_ETOOBIG : SHOAL_OK;
+}
+
+static int aligned_offset(size_t off)
+{
+    return off & 7u ? SHOAL_EALIGN : SHOAL_OK;
+}
+
 /* The blocking small put and get on mapped memory, which latency-bound
  * code issues most: the same check, no command record.  Anything else, a
  * refusal included, takes the general path (which counts it). */
@@ -407,81 +431,65 @@ static inline __attribute__((always_inline)) void fast_done(void)
     am.stats.rma_direct++;
 }
 
+static inline __attribute__((always_inline)) void fast_copy(void *dst, const void *src, size_t n)
+{
+    if (n == 8)
+        memcpy(dst, src, 8); /* one load and one store, no call */
+    else
+        memcpy(dst, src, n);
+    fast_done();
+}
+
 int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n, unsigned flags, shoal_handle_t *h)
 {
     char *p = fast_direct(dst, off, n, flags, h, SHOAL_MEM_WRITE);
     if (UTIL_LIKELY(p && src)) {
-        if (n == 8)
-            memcpy(p, src, 8); /* one store */
-        else
-            memcpy(p, src, n);
-        fast_done();
+        fast_copy(p, src, n);
         return SHOAL_OK;
     }
-    int rc = check_common(dst, flags, h, 0);
-    if (rc)
-        return rc;
-    if (n && !src)
-        return SHOAL_EINVAL;
     struct rma_cmd c = cmd_for(RMA_PUT, dst, off, n, src);
     struct rma_result res = {0};
-    return rma_issue(dst.rank, &c, &res, flags, h);
+    return submit(dst, &c, &res, flags, h, 0, SHOAL_OK);
 }
 
 int shoal_put_flag(shoal_rmem_t dst, size_t off, const void *src, size_t n, size_t flag_off, uint64_t flag_value,
                    unsigned flags, shoal_handle_t *h)
 {
-    int rc = check_common(dst, flags, h, 0);
-    if (rc)
-        return rc;
-    if (n && !src)
-        return SHOAL_EINVAL;
     struct rma_cmd c = cmd_for(RMA_PUT_FLAG, dst, off, n, src);
     c.a = flag_off;
     c.b = flag_value;
     struct rma_result res = {0};
-    return rma_issue(dst.rank, &c, &res, flags, h);
+    return submit(dst, &c, &res, flags, h, 0, SHOAL_OK);
 }
 
 int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n, unsigned flags, shoal_handle_t *h)
 {
     char *p = fast_direct(src, off, n, flags, h, SHOAL_MEM_READ);
     if (UTIL_LIKELY(p && dst)) {
-        if (n == 8)
-            memcpy(dst, p, 8);
-        else
-            memcpy(dst, p, n);
-        fast_done();
+        fast_copy(dst, p, n);
         return SHOAL_OK;
     }
-    int rc = check_common(src, flags, h, 0);
-    if (rc)
-        return rc;
-    if (n && !dst)
-        return SHOAL_EINVAL;
     struct rma_cmd c = cmd_for(RMA_GET, src, off, n, NULL);
     struct rma_result res = {.data = dst};
-    return rma_issue(src.rank, &c, &res, flags, h);
+    return submit(src, &c, &res, flags, h, 0, n && !dst ? SHOAL_EINVAL : SHOAL_OK);
 }
 
 int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_atype type, const void *operands,
                    void *old, size_t count, unsigned flags, shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, 0);
-    if (rc)
-        return rc;
+    int rc = SHOAL_OK;
     if ((unsigned)op > SHOAL_AOP_SWAP || (unsigned)type > SHOAL_DOUBLE || (count && !operands) ||
         (type == SHOAL_DOUBLE && op != SHOAL_AOP_ADD && op != SHOAL_AOP_SWAP))
-        return SHOAL_EINVAL;
-    if (count > SIZE_MAX / 8)
-        return SHOAL_ETOOBIG;
-    if (off & 7u)
-        return SHOAL_EALIGN;
+        rc = SHOAL_EINVAL;
+    else if (count > SIZE_MAX / 8)
+        rc = SHOAL_ETOOBIG;
+    else
+        rc = aligned_offset(off);
     struct rma_cmd c = cmd_for(RMA_FETCH_OP, m, off, count, operands);
     c.a = (uint64_t)op;
     c.b = (uint64_t)type;
     struct rma_result res = {.data = old};
-    return rma_issue(m.rank, &c, &res, flags, h);
+    return submit(m, &c, &res, flags, h, 0, rc);
 }
 
 int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
@@ -500,83 +508,47 @@ int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
 int shoal_cas(shoal_rmem_t m, size_t cmp_off, uint64_t expected, size_t swap_off, uint64_t desired,
               struct shoal_cas_result *res, unsigned flags, shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, 0);
-    if (rc)
-        return rc;
-    if ((cmp_off | swap_off) & 7u)
-        return SHOAL_EALIGN;
     struct rma_cmd c = cmd_for(RMA_CAS, m, cmp_off, 0, NULL);
     c.a = expected;
     c.b = swap_off;
     c.c = desired;
     struct rma_result r = {.cas = res};
-    return rma_issue(m.rank, &c, &r, flags, h);
+    return submit(m, &c, &r, flags, h, 0, aligned_offset(cmp_off | swap_off));
 }
 
 int shoal_zbuffer(shoal_rmem_t m, size_t ref_off, int64_t depth, size_t data_off, const void *data, size_t n,
                   int *written, unsigned flags, shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, 0);
-    if (rc)
-        return rc;
-    if (n && !data)
-        return SHOAL_EINVAL;
-    if (n > RMA_MAX_STRUCT_DATA)
-        return SHOAL_ETOOBIG;
-    if (ref_off & 7u)
-        return SHOAL_EALIGN;
     struct rma_cmd c = cmd_for(RMA_ZBUF, m, ref_off, n, data);
     c.a = (uint64_t)depth;
     c.b = data_off;
     struct rma_result r = {.written = written};
-    return rma_issue(m.rank, &c, &r, flags, h);
+    return submit(m, &c, &r, flags, h, 0, max_struct_data(n) ?: aligned_offset(ref_off));
 }
 
 int shoal_zbuffer_packed(shoal_rmem_t m, size_t off, const uint64_t *cells, size_t count, unsigned flags,
                          shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, 0);
-    if (rc)
-        return rc;
-    if (count && !cells)
-        return SHOAL_EINVAL;
-    if (count > SIZE_MAX / 8)
-        return SHOAL_ETOOBIG;
-    if (off & 7u)
-        return SHOAL_EALIGN;
     struct rma_cmd c = cmd_for(RMA_ZBUF_PACKED, m, off, count, cells);
     struct rma_result res = {0};
-    return rma_issue(m.rank, &c, &res, flags, h);
+    int rc = count && !cells ? SHOAL_EINVAL : count > SIZE_MAX / 8 ? SHOAL_ETOOBIG : aligned_offset(off);
+    return submit(m, &c, &res, flags, h, 0, rc);
 }
 
 int shoal_fifo_enqueue(shoal_rmem_t m, size_t off, const void *data, size_t n, unsigned flags, shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, SHOAL_FIFO_RETRY);
-    if (rc)
-        return rc;
-    if (n && !data)
-        return SHOAL_EINVAL;
-    if (n > RMA_MAX_STRUCT_DATA)
-        return SHOAL_ETOOBIG;
     struct rma_cmd c = cmd_for(RMA_FIFO, m, off, n, data);
     struct rma_result res = {0};
-    return rma_issue(m.rank, &c, &res, flags, h);
+    return submit(m, &c, &res, flags, h, SHOAL_FIFO_RETRY, max_struct_data(n));
 }
 
 int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t n, size_t offset, unsigned flags,
                  shoal_handle_t *h)
 {
-    int rc = check_common(m, flags, h, 0);
-    if (rc)
-        return rc;
-    if (n && !data)
-        return SHOAL_EINVAL;
-    if (n > RMA_MAX_STRUCT_DATA)
-        return SHOAL_ETOOBIG;
     struct rma_cmd c = cmd_for(RMA_SIGNAL, m, off, n, data);
     c.b = offset;
     struct rma_result res = {0};
-    return rma_issue(m.rank, &c, &res, flags, h);
+    return submit(m, &c, &res, flags, h, 0, max_struct_data(n));
 }
 
 int shoal_fence(void)

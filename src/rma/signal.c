@@ -71,12 +71,19 @@ static int sig_open(char *seg, uint64_t seg_size, uint64_t off, struct sig_head 
     return SHOAL_OK;
 }
 
-static int own_sig(shoal_mem_t mem, size_t off, struct sig_head **s, char **seg, size_t *size)
+/* The owner's own structure at off of mem. */
+struct sig_view {
+    struct sig_head *s;
+    char *seg;
+    size_t size;
+};
+
+static int own_sig(shoal_mem_t mem, size_t off, struct sig_view *v)
 {
     void *b;
-    int rc = shoal_mem_local(mem, &b, size);
-    *seg = b;
-    return rc ? rc : sig_open(*seg, *size, off, s);
+    int rc = shoal_mem_local(mem, &b, &v->size);
+    v->seg = b;
+    return rc ? rc : sig_open(v->seg, v->size, off, &v->s);
 }
 
 int shoal_signal_init(shoal_mem_t mem, size_t off, const struct shoal_signal_config *cfg)
@@ -165,45 +172,39 @@ int rma_signal_deliver(shoal_mem_t mem, char *seg, uint64_t seg_size, uint64_t o
 
 int shoal_signal_enable(shoal_mem_t mem, size_t off, int enabled)
 {
-    struct sig_head *s;
-    char *seg;
-    size_t size;
-    int rc = own_sig(mem, off, &s, &seg, &size);
+    struct sig_view v;
+    int rc = own_sig(mem, off, &v);
     if (rc == SHOAL_OK)
-        s->enabled = enabled != 0;
+        v.s->enabled = enabled != 0;
     return rc;
 }
 
 int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n, int *src)
 {
-    struct sig_head *s;
-    char *seg;
-    size_t size;
-    int rc = own_sig(mem, off, &s, &seg, &size);
+    struct sig_view v;
+    int rc = own_sig(mem, off, &v);
     if (rc)
         return rc;
-    if (s->storage == SHOAL_SIG_STORE_QUEUE) {
-        rc = rma_fifo_take(seg, size, off + SIG_HEAD_BYTES, buf, cap, n, src);
+    if (v.s->storage == SHOAL_SIG_STORE_QUEUE) {
+        rc = rma_fifo_take(v.seg, v.size, off + SIG_HEAD_BYTES, buf, cap, n, src);
         if (rc != SHOAL_EAGAIN)
             return rc;
     }
     /* Deliveries run in this process's progress engine, never during this
      * call, so "empty, then clear" is atomic with respect to them. */
-    s->running = 0;
+    v.s->running = 0;
     return SHOAL_EAGAIN;
 }
 
 int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queued)
 {
-    struct sig_head *s;
-    char *seg;
-    size_t size;
-    int rc = own_sig(mem, off, &s, &seg, &size);
+    struct sig_view v;
+    int rc = own_sig(mem, off, &v);
     if (rc)
         return rc;
     if (running)
-        *running = (int)s->running;
+        *running = (int)v.s->running;
     if (queued)
-        *queued = s->storage == SHOAL_SIG_STORE_QUEUE ? rma_fifo_count((char *)s + SIG_HEAD_BYTES) : 0;
+        *queued = v.s->storage == SHOAL_SIG_STORE_QUEUE ? rma_fifo_count((char *)v.s + SIG_HEAD_BYTES) : 0;
     return SHOAL_OK;
 }
