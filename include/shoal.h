@@ -386,6 +386,7 @@ struct shoal_stats {
     uint64_t rma_executed;    /* commands this rank executed for peers */
     uint64_t rma_refused;     /* accesses to this rank's memory refused (key, bounds, permission) */
     uint64_t rma_failures;    /* failures reported to this rank for its commands */
+    uint64_t dropped;         /* malformed messages dropped without effect */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

@@ -56,7 +56,10 @@ int shoal_init(int *argc, char ***argv)
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
         (unsigned long long)boot.job_id, boot.rank, boot.size, shm.ring_slots, am.max_medium);
-    return shoal_barrier();
+    rc = shoal_barrier();
+    if (rc == SHOAL_OK)
+        rma_check_peers(); /* every peer has written its heap header by now */
+    return rc;
 }
 
 /* Entry check of every call that blocks: initialized, and not in a handler. */

@@ -14,7 +14,7 @@ static int refuse(int rank, int status)
 static int resolve(int rank, const struct rma_cmd *c, unsigned perm, uint64_t len, char **base,
                    uint64_t *size)
 {
-    int rc = rma_check(rank, c->id, c->key, perm, c->off, len, base, size);
+    int rc = rma_check(rank, c->id, c->key, perm, c->whole_off, len, base, size);
     return rc == SHOAL_OK || rc == RMA_NOT_HERE ? rc : refuse(rank, rc);
 }
 
@@ -168,11 +168,12 @@ static int put_flag(int rank, const struct rma_cmd *c, char *base, uint64_t size
     if (rc)
         return rc;
     shm_copy(base + c->off, c->data, c->n);
-    __atomic_store_n(flag, c->b, __ATOMIC_RELEASE); /* the data is visible first */
+    if (c->off + c->n == c->whole_off + c->whole_n) /* the last part: all data is in */
+        __atomic_store_n(flag, c->b, __ATOMIC_RELEASE); /* the data is visible first */
     return SHOAL_OK;
 }
 
-/* Permission and length in the segment that each command needs. */
+/* Permission and length in the segment that the whole command needs. */
 static void needs(const struct rma_cmd *c, unsigned *perm, uint64_t *len)
 {
     static const unsigned perms[RMA_KINDS] = {
@@ -181,10 +182,10 @@ static void needs(const struct rma_cmd *c, unsigned *perm, uint64_t *len)
         [RMA_ZBUF_PACKED] = SHOAL_MEM_WRITE, [RMA_FIFO] = SHOAL_MEM_QUEUE, [RMA_SIGNAL] = SHOAL_MEM_QUEUE};
     *perm = perms[c->kind];
     switch (c->kind) {
-    case RMA_FETCH_OP: case RMA_ZBUF_PACKED: *len = c->n * 8; break;
+    case RMA_FETCH_OP: case RMA_ZBUF_PACKED: *len = c->whole_n * 8; break;
     case RMA_CAS: case RMA_ZBUF: *len = 8; break;
     case RMA_FIFO: case RMA_SIGNAL: *len = 0; break; /* the structure checks its own extent */
-    default: *len = c->n;
+    default: *len = c->whole_n;
     }
 }
 

@@ -24,6 +24,7 @@ struct rma_op {
     unsigned color;
     shoal_handle_t *h;
     void *out;         /* get destination, fetch-op old values */
+    uint64_t out_bytes;
     struct shoal_cas_result *cas;
     int *written;
 };
@@ -40,6 +41,7 @@ static struct {
     unsigned char *unfenced;  /* [nranks]: fire-and-forget commands sent since the last fence */
     void *scratch;            /* reply data built by the target */
     size_t chunk;             /* payload bytes per message */
+    int32_t *split_refused;   /* [nranks]: the refusal of the split command each rank is sending */
 } ops;
 
 /* ---- completion ------------------------------------------------------------ */
@@ -61,9 +63,19 @@ static unsigned color_of(unsigned flags)
     return (flags >> 8) & 0xfu;
 }
 
+/* Which failures a fire-and-forget command reports: any with
+ * SHOAL_STATUS_FAILURES; only a refused access with SHOAL_STATUS_NONE (the
+ * seed's violation message).  The same on both paths. */
+static int reported(unsigned opt, int rc)
+{
+    return rc && (opt & SHOAL_STATUS_FAILURES || rma_is_refusal(rc));
+}
+
 static int finish(const struct rma_done *d, int status)
 {
     unsigned c = color_of(d->flags);
+    if (!d->h && !c && (d->flags & OPT_MASK) && !reported(d->flags & OPT_MASK, status))
+        status = SHOAL_OK; /* not reported: as if the target had not replied */
     if (status)
         am.stats.rma_failures++;
     if (c) {
@@ -174,21 +186,6 @@ static uint64_t cookie_of(const struct rma_op *o)
     return (uint64_t)(o - ops.ops) | o->serial << 10;
 }
 
-/* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
- * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
-static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
-                    size_t bytes, unsigned flags)
-{
-    uint64_t args[RQ_ARGS] = {
-        [RQ_KIND] = (uint64_t)c->kind | (uint64_t)(c->flags & (OPT_MASK | SHOAL_FIFO_RETRY)) << 8,
-        [RQ_ID] = c->id, [RQ_KEY] = c->key, [RQ_OFF] = c->off, [RQ_N] = c->n, [RQ_COOKIE] = cookie,
-        [RQ_A] = c->a, [RQ_B] = c->b, [RQ_C] = c->c, [RQ_OUT] = out_off};
-    int rc = am_request_internal(target, RMA_H_REQ, flags & SHOAL_IMMEDIATE, data, bytes, RQ_ARGS, args);
-    if (rc && rc != SHOAL_EAGAIN)
-        util_fatal("sending a one-sided command to rank %d failed: %s", target, shoal_strerror(rc));
-    return rc;
-}
-
 /* Elements per message for the commands that split (put, get, fetch-op,
  * packed z-buffer): bytes for put/get, 8-byte elements otherwise. */
 static uint64_t unit_of(enum rma_kind k)
@@ -199,6 +196,21 @@ static uint64_t unit_of(enum rma_kind k)
 static int splits(enum rma_kind k)
 {
     return k == RMA_PUT || k == RMA_PUT_FLAG || k == RMA_GET || k == RMA_FETCH_OP || k == RMA_ZBUF_PACKED;
+}
+
+/* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
+ * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
+static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
+                    size_t bytes, unsigned flags)
+{
+    uint64_t args[RQ_ARGS] = {
+        [RQ_KIND] = (uint64_t)c->kind | (uint64_t)(c->flags & (OPT_MASK | SHOAL_FIFO_RETRY)) << 8,
+        [RQ_ID] = c->id, [RQ_KEY] = c->key, [RQ_OFF] = c->off, [RQ_N] = c->n, [RQ_COOKIE] = cookie,
+        [RQ_A] = c->a, [RQ_B] = c->b, [RQ_C] = splits(c->kind) ? c->whole_n : c->c, [RQ_OUT] = out_off};
+    int rc = am_request_internal(target, RMA_H_REQ, flags & SHOAL_IMMEDIATE, data, bytes, RQ_ARGS, args);
+    if (rc && rc != SHOAL_EAGAIN)
+        util_fatal("sending a one-sided command to rank %d failed: %s", target, shoal_strerror(rc));
+    return rc;
 }
 
 /* Bytes of request payload a command carries. */
@@ -221,6 +233,7 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
         if (!(o = op_alloc(d->flags, d)))
             return SHOAL_EAGAIN;
         o->out = res->data;
+        o->out_bytes = c->kind == RMA_GET ? c->n : c->kind == RMA_FETCH_OP ? c->n * 8 : 0;
         o->cas = res->cas;
         o->written = res->written;
     } else
@@ -241,8 +254,6 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
         if (chunks > 1) {
             part.n = c->n - first < per ? c->n - first : per;
             part.off = c->off + first * unit;
-            if (c->kind == RMA_PUT_FLAG && i + 1 < chunks)
-                part.kind = RMA_PUT; /* the flag travels with the last chunk, after all data */
         }
         const char *data = c->data ? (const char *)c->data + first * unit : NULL;
         if (send_one(target, &part, cookie, first * unit, data, payload_of(&part), i ? 0 : d->flags) != SHOAL_OK) {
@@ -256,41 +267,72 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
     return SHOAL_OK;
 }
 
-/* Whether the target replies: always when the initiator waits for it; with
- * a status option only on failure, and with STATUS_NONE only for a refused
- * access (the seed's violation message). */
+/* Whether the target replies: always when the initiator waits for it,
+ * else for the failures the status option reports. */
 static int wants_reply(unsigned opt, uint64_t cookie, int rc)
 {
+    return cookie || reported(opt, rc);
+}
+
+/* A request that no sender of this library builds: dropped and counted.
+ * A command someone waits for is told, so nothing hangs on it. */
+static void drop_request(shoal_token_t tok, uint64_t cookie)
+{
+    am.stats.dropped++;
+    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)SHOAL_EINVAL, [RP_COOKIE] = cookie};
     if (cookie)
+        am_reply_internal(tok, RMA_H_REP, NULL, 0, RP_ARGS, r);
+}
+
+/* The command a request carries, with the whole extent of a split one
+ * (whole start = this part's offset - its place in the command); 0 when the
+ * request is malformed. */
+static int parse_request(const uint64_t *a, unsigned nargs, void *buf, size_t nbytes, int src, struct rma_cmd *c)
+{
+    if (nargs != RQ_ARGS || (a[RQ_KIND] & 0xff) > RMA_FENCE)
+        return 0;
+    *c = (struct rma_cmd){.kind = (enum rma_kind)(a[RQ_KIND] & 0xff), .flags = (unsigned)(a[RQ_KIND] >> 8),
+                          .src = src, .id = (uint32_t)a[RQ_ID], .key = a[RQ_KEY], .off = a[RQ_OFF],
+                          .n = a[RQ_N], .data = buf, .a = a[RQ_A], .b = a[RQ_B], .c = a[RQ_C]};
+    uint64_t out = a[RQ_OUT], unit = unit_of(c->kind);
+    c->whole_off = c->off;
+    c->whole_n = c->n;
+    if (c->kind == RMA_FENCE)
         return 1;
-    if (opt & SHOAL_STATUS_FAILURES)
-        return rc != SHOAL_OK;
-    return rc == SHOAL_EACCES || rc == SHOAL_ERANGE || rc == SHOAL_ESEGMENT || rc == SHOAL_EALIGN ||
-           rc == SHOAL_ENOSTRUCT;
+    if (splits(c->kind)) {
+        c->whole_off = c->off - out;
+        c->whole_n = c->c;
+        if (c->whole_n > UINT64_MAX / unit || out > c->off || out % unit || c->n > ops.chunk / unit || out / unit > c->whole_n - c->n ||
+            c->n > c->whole_n)
+            return 0;
+    } else if (out)
+        return 0;
+    return payload_of(c) == nbytes;
 }
 
 static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t *a, unsigned nargs)
 {
     int src = shoal_token_source(tok);
-    if (nargs != RQ_ARGS || (a[RQ_KIND] & 0xff) > RMA_FENCE)
-        util_fatal("malformed one-sided command from rank %d", src);
-    struct rma_cmd c = {.kind = (enum rma_kind)(a[RQ_KIND] & 0xff), .flags = (unsigned)(a[RQ_KIND] >> 8),
-                        .src = src, .id = (uint32_t)a[RQ_ID], .key = a[RQ_KEY], .off = a[RQ_OFF],
-                        .n = a[RQ_N], .data = buf, .a = a[RQ_A], .b = a[RQ_B], .c = a[RQ_C]};
+    uint64_t cookie = nargs == RQ_ARGS ? a[RQ_COOKIE] : 0;
+    struct rma_cmd c;
+    if (!parse_request(a, nargs, buf, nbytes, src, &c))
+        return drop_request(tok, cookie);
     struct shoal_cas_result cas = {0};
     int written = 0;
     struct rma_result res = {.data = ops.scratch, .cas = &cas, .written = &written};
     size_t out_bytes = c.kind == RMA_GET ? c.n : c.kind == RMA_FETCH_OP ? c.n * 8 : 0;
-    int rc = SHOAL_OK;
-    if (c.kind != RMA_FENCE) {
-        if (payload_of(&c) != nbytes || out_bytes > ops.chunk)
-            util_fatal("malformed one-sided command from rank %d (%zu payload bytes)", src, nbytes);
+    int rc = SHOAL_OK, first = c.off == c.whole_off;
+    if (splits(c.kind) && !first && ops.split_refused[src])
+        rc = ops.split_refused[src]; /* the rest of a refused command: no effect, counted once */
+    else if (c.kind != RMA_FENCE) {
         rc = rma_execute(rma.rank, &c, &res);
         am.stats.rma_executed++;
     }
-    if (!wants_reply(c.flags & OPT_MASK, a[RQ_COOKIE], rc))
+    if (splits(c.kind))
+        ops.split_refused[src] = rma_is_refusal(rc) ? rc : 0;
+    if (!wants_reply(c.flags & OPT_MASK, cookie, rc))
         return;
-    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = a[RQ_COOKIE], [RP_OUT] = a[RQ_OUT],
+    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = cookie, [RP_OUT] = a[RQ_OUT],
                            [RP_OBSERVED] = cas.observed, [RP_OLD] = cas.old,
                            [RP_FLAG] = (uint64_t)(cas.swapped | written)};
     int sent = am_reply_internal(tok, RMA_H_REP, ops.scratch, rc ? 0 : out_bytes, RP_ARGS, r);
@@ -300,9 +342,11 @@ static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64
 
 static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t *a, unsigned nargs)
 {
-    int src = shoal_token_source(tok);
-    if (nargs != RP_ARGS)
-        util_fatal("malformed one-sided reply from rank %d", src);
+    (void)tok;
+    if (nargs != RP_ARGS) {
+        am.stats.dropped++;
+        return;
+    }
     int status = (int)(int64_t)a[RP_STATUS];
     uint64_t cookie = a[RP_COOKIE];
     if (cookie == 0) { /* a fire-and-forget command failed */
@@ -311,8 +355,10 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
         return;
     }
     struct rma_op *o = &ops.ops[cookie & (RMA_MAX_OPS - 1)];
-    if (o->serial != cookie >> 10 || o->pending == 0)
-        util_fatal("one-sided reply from rank %d names no command in flight", src);
+    if (o->serial != cookie >> 10 || o->pending == 0 || (nbytes && a[RP_OUT] + nbytes > o->out_bytes)) {
+        am.stats.dropped++; /* names no command in flight, or its results overflow */
+        return;
+    }
     if (nbytes && o->out)
         memcpy((char *)o->out + a[RP_OUT], buf, nbytes);
     if (o->cas)
@@ -383,7 +429,8 @@ static int check_common(shoal_rmem_t m, unsigned flags, shoal_handle_t *h, unsig
 
 static struct rma_cmd cmd_for(enum rma_kind k, shoal_rmem_t m, uint64_t off, uint64_t n, const void *data)
 {
-    return (struct rma_cmd){.kind = k, .id = m.id, .key = m.key, .off = off, .n = n, .data = data};
+    return (struct rma_cmd){.kind = k, .id = m.id, .key = m.key, .off = off, .n = n, .whole_off = off,
+                            .whole_n = n, .data = data};
 }
 
 /* Every command's entry: the common checks, a source for the bytes it
@@ -395,6 +442,8 @@ static int submit(shoal_rmem_t m, struct rma_cmd *c, struct rma_result *res, uns
     int rc = check_common(m, flags, h, allowed);
     if (!rc && payload_of(c) && !c->data)
         rc = SHOAL_EINVAL;
+    if (!rc && (flags & OPT_MASK) && ((res->data && c->n) || res->cas || res->written))
+        rc = SHOAL_EINVAL; /* fire and forget: results would have nowhere to go */
     if (!rc)
         rc = args_rc;
     return rc ? rc : rma_issue(m.rank, c, res, flags, h);
@@ -589,7 +638,8 @@ void rma_ops_init(void)
     ops.chunk = am.max_medium >= 64 ? am.max_medium / 64 * 64 : am.max_medium / 8 * 8;
     ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
     ops.unfenced = calloc((size_t)rma.nranks, 1);
-    if (!ops.scratch || !ops.unfenced)
+    ops.split_refused = calloc((size_t)rma.nranks, sizeof *ops.split_refused);
+    if (!ops.scratch || !ops.unfenced || !ops.split_refused)
         util_fatal("out of memory for the one-sided command tables");
     am_register_internal(RMA_H_REQ, on_request);
     am_register_internal(RMA_H_REP, on_reply);
@@ -601,5 +651,6 @@ void rma_ops_fini(void)
     am.quiescent = NULL;
     free(ops.scratch);
     free(ops.unfenced);
+    free(ops.split_refused);
     memset(&ops, 0, sizeof ops);
 }

@@ -61,7 +61,10 @@ enum rma_kind {
 };
 
 /* A command as both paths carry it.  n is bytes (put, get, z-buffer data,
- * FIFO and signal data) or elements (fetch-op, packed z-buffer). */
+ * FIFO and signal data) or elements (fetch-op, packed z-buffer).  A command
+ * split into several messages runs [off, off + n) of the whole command
+ * [whole_off, whole_off + whole_n), and every part checks the whole, so a
+ * refused command has no effect at all; unsplit, the two are equal. */
 struct rma_cmd {
     enum rma_kind kind;
     unsigned flags;
@@ -70,11 +73,19 @@ struct rma_cmd {
     uint64_t key;
     uint64_t off;
     uint64_t n;
+    uint64_t whole_off, whole_n;
     const void *data;
-    uint64_t a, b, c, d; /* put_flag: flag_off, value; fetch-op: op, type;
-                            cas: expected, swap_off, desired; zbuf: depth, data_off;
-                            signal: buffer offset */
+    uint64_t a, b, c; /* put_flag: flag_off, value; fetch-op: op, type;
+                         cas: expected, swap_off, desired; zbuf: depth, data_off;
+                         signal: buffer offset */
 };
+
+/* The refusals of the owner's check, counted at the owner. */
+static inline int rma_is_refusal(int rc)
+{
+    return rc == SHOAL_EACCES || rc == SHOAL_ERANGE || rc == SHOAL_ESEGMENT || rc == SHOAL_EALIGN ||
+           rc == SHOAL_ENOSTRUCT;
+}
 
 /* What a command gives back besides its status. */
 struct rma_result {
@@ -114,6 +125,7 @@ struct rma_local {
 struct rma_state {
     int rank, nranks;
     int direct;              /* SHOAL_RMA_DIRECT */
+    int membarrier_cmd;      /* how a destroy drains peers' stores; -1: it cannot */
     struct shm_heap heap;
     struct rma_heap_header **hdr; /* [nranks]: mapped heaps, NULL when not local */
     struct rma_local seg[RMA_SLOTS];
@@ -127,6 +139,8 @@ extern struct rma_state rma;
 
 int rma_init(int rank, int nranks);
 void rma_fini(void);
+/* After start-up: every local peer's heap has this rank's layout (fatal if not). */
+void rma_check_peers(void);
 /* Reclaims quarantined memory that no peer can still be writing. */
 void rma_reclaim(void);
 

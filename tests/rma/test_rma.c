@@ -99,6 +99,43 @@ static void test_register(void)
     CHECK_RC(shoal_mem_destroy(rm), SHOAL_OK);
 }
 
+/* Commands longer than one message (split on the served path) that run
+ * past the segment's end, or whose flag does: refused as a whole, nothing
+ * written or read, one refusal each.  Returns the refusals made. */
+static int test_split_refusals(int t)
+{
+    size_t chunk = shoal_am_max_medium(), size = 3 * chunk, n = 2 * chunk + 4096;
+    shoal_mem_t big;
+    static shoal_rmem_t b[MAX_RANKS];
+    CHECK_RC(shoal_mem_create(size, SHOAL_MEM_ALL, &big), SHOAL_OK);
+    CHECK_RC(shoal_mem_exchange(big, b), SHOAL_OK);
+    char *src = malloc(n), *dst = malloc(n);
+    CHECK(src && dst, "out of memory");
+    memset(src, 0x77, n);
+    memset(dst, 0x33, n);
+    size_t past = size - n + 8; /* starts inside, ends 8 bytes past the end */
+    CHECK_RC(shoal_put(b[t], past, src, n, 0, NULL), SHOAL_ERANGE);
+    CHECK_RC(shoal_get(dst, b[t], past, n, 0, NULL), SHOAL_ERANGE);
+    CHECK_RC(shoal_put_flag(b[t], 0, src, n, size, 1, 0, NULL), SHOAL_ERANGE); /* flag past the end */
+    size_t count = n / 8;
+    CHECK_RC(shoal_fetch_op(b[t], past, SHOAL_AOP_ADD, SHOAL_UINT64, src, NULL, count, 0, NULL), SHOAL_ERANGE);
+    CHECK_RC(shoal_zbuffer_packed(b[t], past, (const uint64_t *)src, count, 0, NULL), SHOAL_ERANGE);
+    CHECK_RC(shoal_put(b[t], past, src, n, SHOAL_STATUS_NONE, NULL), SHOAL_OK);
+    CHECK_RC(shoal_fence(), SHOAL_ERANGE);
+    for (size_t i = 0; i < n; i++)
+        CHECK(dst[i] == 0x33, "a refused get wrote byte %zu of its destination", i);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    char *mine;
+    CHECK_RC(shoal_mem_local(big, (void **)&mine, NULL), SHOAL_OK);
+    for (size_t i = 0; i < size; i++)
+        CHECK(mine[i] == 0, "byte %zu of the target changed by a refused split command", i);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK_RC(shoal_mem_destroy(big), SHOAL_OK);
+    free(src);
+    free(dst);
+    return 6;
+}
+
 /* Refusals: documented code, no effect, counted at the owner. */
 static void test_misuse(void)
 {
@@ -163,6 +200,14 @@ static void test_misuse(void)
     CHECK_RC(shoal_put(w[t], 4096, &v, 8, SHOAL_STATUS_NONE, NULL), SHOAL_OK); refusals++;
     CHECK_RC(shoal_fence(), SHOAL_ERANGE);
     CHECK_RC(shoal_fence(), SHOAL_OK);
+    refusals += test_split_refusals(t);
+    /* fire and forget: results would have nowhere to go */
+    CHECK_RC(shoal_get(&out, w[t], 0, 8, SHOAL_STATUS_FAILURES, NULL), SHOAL_EINVAL);
+    CHECK_RC(shoal_fetch_op(w[t], 0, SHOAL_AOP_ADD, SHOAL_INT64, &v, &out, 1, SHOAL_STATUS_NONE, NULL),
+             SHOAL_EINVAL);
+    struct shoal_cas_result cr;
+    CHECK_RC(shoal_cas(w[t], 0, 0, 0, 1, &cr, SHOAL_STATUS_NONE, NULL), SHOAL_EINVAL);
+    CHECK(out == 7, "a refused get wrote its destination");
     /* a destroyed segment */
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     CHECK_RC(shoal_mem_destroy(mem), SHOAL_OK);
