@@ -15,9 +15,9 @@
  *   arate  N non-blocking shmem_atomic_add on a long long of PE 1 back to
  *          back, then shmem_quiet; million operations per second
  *          ("atomic_rate", size 8, unit Mops).
- *   putbw  shmem_putmem of S bytes, --window (16) of them to separate slots
- *          of PE 1, then shmem_quiet, repeated; GB/s (10^9 B/s) per size
- *          ("put_bw").
+ *   putbw  shmem_putmem of S bytes, --window (16) of them to one buffer of
+ *          PE 1 (ucx_perftest's pattern), then shmem_quiet, repeated; GB/s
+ *          (10^9 B/s) per size ("put_bw").
  * In the one-sided tests (all but put) PE 1 waits in shmem_barrier_all
  * while PE 0 works, as ucx_perftest's responder waits in its progress
  * loop.  The results of fadd, cswap and arate are checked after the timing. */
@@ -86,7 +86,7 @@ static void one_sided(const char *test, long n, unsigned char *dst, unsigned cha
         for (long done = 0; done < n; done += window) {
             int k = n - done < window ? (int)(n - done) : window;
             for (int j = 0; j < k; j++)
-                shmem_putmem(dst + (size_t)j * size, src, size, 1);
+                shmem_putmem(dst, src, size, 1);
             shmem_quiet();
         }
     }
@@ -118,16 +118,16 @@ int main(int argc, char **argv)
     int is_bw = strcmp(o.test, "putbw") == 0;
     if (o.iters == 0) /* a streamed operation costs a fraction of a round trip */
         o.iters = is_rate ? 200000 : 20000;
-    size_t slots = is_bw ? o.max_size * (size_t)o.window : 8;
+    size_t dst_bytes = is_bw ? o.max_size : 8;
     word = shmem_malloc(sizeof *word);
     counter = shmem_malloc(sizeof *counter);
-    unsigned char *dst = shmem_malloc(slots);
+    unsigned char *dst = shmem_malloc(dst_bytes);
     unsigned char *src = malloc(is_bw ? o.max_size : 8);
     if (!word || !counter || !dst || !src)
         fail("out of memory (symmetric heap: raise SHMEM_SYMMETRIC_HEAP_SIZE)");
     *word = 0;
     *counter = 0;
-    memset(dst, 0, slots);
+    memset(dst, 0, dst_bytes);
     memset(src, 0x5a, is_bw ? o.max_size : 8);
     shmem_barrier_all();
 

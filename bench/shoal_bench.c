@@ -57,8 +57,10 @@
  *            on one word of rank 1 back to back, then shoal_color_wait(1);
  *            million operations per second ("atomic_rate", 8, unit "Mops").
  *   putbw    shoal_put of S bytes with SHOAL_COLOR(1), --window (16) of them
- *            to separate slots of rank 1's segment, then shoal_color_wait(1),
+ *            to the start of rank 1's segment, then shoal_color_wait(1),
  *            repeated (the batch ends with a wait); GB/s per size ("put_bw").
+ *            One destination buffer, as ucx_perftest's ucp_put_bw writes one
+ *            remote address: the same access pattern on both sides.
  *   fifo     each rank lays out a FIFO in its segment (shoal_fifo_init:
  *            64-byte entries, 256 of them, kind 0); ping-pong: rank 0
  *            shoal_fifo_enqueue()s (blocking) 8 bytes into rank 1's FIFO,
@@ -613,7 +615,7 @@ static double one_sided(const char *test, long n, const unsigned char *src, size
         for (long done = 0; done < n; done += w) {
             long k = n - done < w ? n - done : w;
             for (long j = 0; j < k; j++)
-                check(shoal_put(m, (size_t)j * size, src, size, SHOAL_COLOR(1), NULL), "shoal_put");
+                check(shoal_put(m, 0, src, size, SHOAL_COLOR(1), NULL), "shoal_put");
             check(shoal_color_wait(1), "shoal_color_wait");
         }
     }
@@ -652,12 +654,12 @@ static void run_one_sided(const struct bench_opts *o, const unsigned char *src)
         emit(o, name, s, is_bw ? "GB/s" : is_rate ? "Mops" : "us", n, v);
     }
     if (is_bw) {
-        /* The last size's first slot holds the source's bytes. */
+        /* The destination holds the last size's bytes. */
         size_t last = lo;
         while (last * 2 <= hi)
             last *= 2;
         if (rank == 1 && memcmp(rbase, src, last) != 0)
-            shoal_abort(1, "putbw: rank 1's first slot does not hold the data put");
+            shoal_abort(1, "putbw: rank 1's segment does not hold the data put");
         check(shoal_barrier(), "barrier");
     } else if (strcmp(o->test, "get") != 0) {
         check_atomic_word(o->test);
@@ -773,7 +775,7 @@ int main(int argc, char **argv)
             src[i] = (unsigned char)(i * 7 + 1);
     }
     if (is_notify || is_rma_op || is_putbw)
-        rma_setup(o.test, is_put ? o.max_size : is_putbw ? o.max_size * (size_t)o.window : RMA_SEG_BYTES);
+        rma_setup(o.test, is_put || is_putbw ? o.max_size : RMA_SEG_BYTES);
 
     if (strcmp(o.test, "short") == 0) {
         BATCHES(&o, v, pingpong(PING_SHORT, NULL, 8, o.iters));

@@ -1,5 +1,8 @@
 /* The executor: the owner's checks and the commands themselves, run by the
- * initiator on mapped memory or by the owner's progress engine. */
+ * initiator on mapped memory or by the owner's progress engine.  Data moves
+ * with plain memcpy: unlike a ring slot, no other core is reading the
+ * destination as it fills, and the 1 KiB chunks of shm_copy measured slower
+ * for puts of 8 KiB (52 vs 84 GB/s) and 1 MiB (43 vs 47 GB/s) here. */
 #include "rma/rma.h"
 
 #include <string.h>
@@ -136,7 +139,7 @@ static int zbuffer(int rank, const struct rma_cmd *c, char *base, uint64_t size,
     int written = __atomic_load_n(ref, __ATOMIC_SEQ_CST) > depth;
     if (written) {
         __atomic_store_n(ref, depth, __ATOMIC_SEQ_CST);
-        shm_copy(base + c->b, c->data, c->n);
+        memcpy(base + c->b, c->data, c->n);
     }
     unlock(l);
     if (res->written)
@@ -167,7 +170,7 @@ static int put_flag(int rank, const struct rma_cmd *c, char *base, uint64_t size
         rc = aligned8(rank, (char *)flag);
     if (rc)
         return rc;
-    shm_copy(base + c->off, c->data, c->n);
+    memcpy(base + c->off, c->data, c->n);
     if (c->off + c->n == c->whole_off + c->whole_n) /* the last part: all data is in */
         __atomic_store_n(flag, c->b, __ATOMIC_RELEASE); /* the data is visible first */
     return SHOAL_OK;
@@ -204,9 +207,9 @@ int rma_execute(int rank, const struct rma_cmd *c, struct rma_result *res)
         return rc;
     char *p = base + c->off;
     switch (c->kind) {
-    case RMA_PUT: shm_copy(p, c->data, c->n); return SHOAL_OK;
+    case RMA_PUT: memcpy(p, c->data, c->n); return SHOAL_OK;
     case RMA_PUT_FLAG: return put_flag(rank, c, base, size);
-    case RMA_GET: shm_copy(res->data, p, c->n); return SHOAL_OK;
+    case RMA_GET: memcpy(res->data, p, c->n); return SHOAL_OK;
     case RMA_FETCH_OP: return fetch_op(rank, c, p, res);
     case RMA_CAS: return cas(rank, c, base, size, res);
     case RMA_ZBUF: return zbuffer(rank, c, base, size, res);
