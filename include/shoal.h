@@ -16,6 +16,11 @@ extern "C" {
 #endif
 
 #define SHOAL_API __attribute__((visibility("default")))
+#ifdef __cplusplus
+#define SHOAL_NORETURN [[noreturn]]
+#else
+#define SHOAL_NORETURN _Noreturn
+#endif
 
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
@@ -71,7 +76,7 @@ SHOAL_API int shoal_size(void);
 
 /* Ends the whole job: prints "shoal: rank R on HOST: fatal: msg" and makes the
  * launcher end every other rank with a non-zero exit.  Never returns. */
-SHOAL_API _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
+SHOAL_API SHOAL_NORETURN void shoal_abort(int exitcode, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Runs every handler whose message has arrived.  Not callable from a
@@ -208,9 +213,15 @@ SHOAL_API int shoal_mem_exchange(shoal_mem_t mem, shoal_rmem_t *all);
  *  - SHOAL_COLOR(c): implicit completion counted in colour c
  *    (shoal_color_wait); the first failure is kept for the colour.
  *  - SHOAL_STATUS_NONE / SHOAL_STATUS_FAILURES with neither: fire and
- *    forget; the target replies never / only on failure; reported failures
- *    are kept for shoal_fence.  (On directly mapped memory every command
- *    completes during the call, so these only save replies elsewhere.)
+ *    forget.  STATUS_FAILURES reports any failure; STATUS_NONE only a
+ *    refused access (SHOAL_EACCES, SHOAL_ERANGE, SHOAL_ESEGMENT,
+ *    SHOAL_EALIGN, SHOAL_ENOSTRUCT); the same on directly mapped memory and
+ *    on memory the target serves.  Reported failures are kept for
+ *    shoal_fence; the others are ignored (not counted in rma_failures).
+ *    Nothing comes back, so a status option on a command that returns
+ *    results is SHOAL_EINVAL: a get of n > 0 bytes, a fetch-op with
+ *    count > 0 and old != NULL, a CAS with res != NULL, a z-buffer with
+ *    written != NULL.
  * Results (old values, read data) are written where the call says once the
  * command completes. */
 typedef struct shoal_handle {
@@ -218,8 +229,8 @@ typedef struct shoal_handle {
     uint32_t op;             /* internal */
 } shoal_handle_t;
 
-#define SHOAL_STATUS_NONE 0x2u     /* no reply (a refused access is still reported) */
-#define SHOAL_STATUS_FAILURES 0x4u /* reply only if the command failed */
+#define SHOAL_STATUS_NONE 0x2u     /* report only a refused access */
+#define SHOAL_STATUS_FAILURES 0x4u /* report only failures */
 #define SHOAL_FIFO_RETRY 0x8u      /* FIFOe: the RETRY form of the enqueue */
 #define SHOAL_COLORS 16u           /* colours 1..15; 0 means none */
 #define SHOAL_COLOR(c) (((unsigned)(c) & 0xfu) << 8)

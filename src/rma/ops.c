@@ -322,9 +322,11 @@ static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64
     struct rma_result res = {.data = ops.scratch, .cas = &cas, .written = &written};
     size_t out_bytes = c.kind == RMA_GET ? c.n : c.kind == RMA_FETCH_OP ? c.n * 8 : 0;
     int rc = SHOAL_OK, first = c.off == c.whole_off;
-    if (splits(c.kind) && !first && ops.split_refused[src])
+    if (splits(c.kind) && !first && ops.split_refused[src]) {
         rc = ops.split_refused[src]; /* the rest of a refused command: no effect, counted once */
-    else if (c.kind != RMA_FENCE) {
+        if (!cookie)
+            return; /* fire and forget: its refusal was reported once already */
+    } else if (c.kind != RMA_FENCE) {
         rc = rma_execute(rma.rank, &c, &res);
         am.stats.rma_executed++;
     }

@@ -173,7 +173,7 @@ static inline int rma_check(int rank, uint32_t id, uint64_t key, unsigned perm, 
         return SHOAL_EACCES;
     if (off > sz || len > sz - off)
         return SHOAL_ERANGE;
-    *base = perms & RMA_MAPPED ? (char *)rma.heap.bases[rank] + offset : (char *)rma.seg[id & (RMA_SLOTS - 1)].base;
+    *base = perms & RMA_MAPPED ? (char *)rma.hdr[rank] + offset : (char *)rma.seg[id & (RMA_SLOTS - 1)].base;
     *size = sz;
     return SHOAL_OK;
 }
