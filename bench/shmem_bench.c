@@ -5,7 +5,11 @@
  * common.h).  Tests:
  *   put    ping-pong of 8-byte puts: PE 0 puts a sequence number into a word
  *          of PE 1, which waits until the word holds it and puts it back
- *          into PE 0's word; half round trip ("put_lat", size 8).
+ *          into PE 0's word; half round trip ("put_lat", size 8).  PE r
+ *          waits on line r of a symmetric pair of lines, so the word a PE
+ *          stores to and the word it then polls sit at different offsets
+ *          in their pages (the same offset makes every poll load wait on
+ *          the store before it: 4 KiB aliasing, several ns per trip).
  *   get    back-to-back blocking shmem_getmem of 8 bytes from PE 1; mean
  *          time per get ("get_lat", size 8).
  *   fadd   back-to-back shmem_atomic_fetch_add on a long long of PE 1; mean
@@ -31,7 +35,9 @@
 
 static int me;
 
-/* Words of the symmetric heap: the ping-pong word and the atomic target. */
+/* Words of the symmetric heap: the ping-pong words (one line per PE) and
+ * the atomic target. */
+#define LINE_WORDS 8
 static long long *word, *counter;
 
 static _Noreturn void fail(const char *what)
@@ -46,13 +52,14 @@ static _Noreturn void fail(const char *what)
 static void put_pingpong(long n, long long base)
 {
     int peer = 1 - me;
+    long long *mine = word + me * LINE_WORDS, *theirs = word + peer * LINE_WORDS;
     for (long long i = base + 1; i <= base + n; i++) {
         if (me == 0) {
-            shmem_putmem(word, &i, sizeof i, peer);
-            shmem_longlong_wait_until(word, SHMEM_CMP_EQ, i);
+            shmem_putmem(theirs, &i, sizeof i, peer);
+            shmem_longlong_wait_until(mine, SHMEM_CMP_EQ, i);
         } else {
-            shmem_longlong_wait_until(word, SHMEM_CMP_EQ, i);
-            shmem_putmem(word, &i, sizeof i, peer);
+            shmem_longlong_wait_until(mine, SHMEM_CMP_EQ, i);
+            shmem_putmem(theirs, &i, sizeof i, peer);
         }
     }
 }
@@ -119,13 +126,13 @@ int main(int argc, char **argv)
     if (o.iters == 0) /* a streamed operation costs a fraction of a round trip */
         o.iters = is_rate ? 200000 : 20000;
     size_t dst_bytes = is_bw ? o.max_size : 8;
-    word = shmem_malloc(sizeof *word);
+    word = shmem_malloc(2 * LINE_WORDS * sizeof *word);
     counter = shmem_malloc(sizeof *counter);
     unsigned char *dst = shmem_malloc(dst_bytes);
     unsigned char *src = malloc(is_bw ? o.max_size : 8);
     if (!word || !counter || !dst || !src)
         fail("out of memory (symmetric heap: raise SHMEM_SYMMETRIC_HEAP_SIZE)");
-    *word = 0;
+    memset(word, 0, 2 * LINE_WORDS * sizeof *word);
     *counter = 0;
     memset(dst, 0, dst_bytes);
     memset(src, 0x5a, is_bw ? o.max_size : 8);

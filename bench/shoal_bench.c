@@ -35,15 +35,20 @@
  * commands get executed.  Every wait gives up after WAIT_LIMIT_S with a
  * message instead of hanging.  Blocking commands are flags 0, h NULL.
  *   put      ping-pong of blocking shoal_put: rank 0 puts S bytes at offset
- *            0 of rank 1's segment, the last 8 bytes holding a sequence
- *            number that grows every iteration; rank 1 waits until that word
- *            of its segment holds it and puts S bytes back the same way;
- *            half round trip ("put_lat").  Size 8 unless --max is given,
+ *            LANDING(1) of rank 1's segment, the last 8 bytes holding a
+ *            sequence number that grows every iteration; rank 1 waits until
+ *            that word of its segment holds it and puts S bytes back at
+ *            LANDING(0) of rank 0's; half round trip ("put_lat").  The two
+ *            landing offsets differ by a line so the word a rank stores to
+ *            and the word it then polls are at different offsets in their
+ *            pages (at the same offset every poll load waits on the store
+ *            before it: 4 KiB aliasing, several ns per trip, which layouts
+ *            like ucx_perftest's separately allocated buffers do not pay).  Size 8 unless --max is given,
  *            then the sweep --min..--max (multiples of 8).  For S > 8 only
  *            the last word is waited for ("the put is visible at the target"
  *            as OSU-style put latencies define it).
  *   putflag  the same ping-pong with shoal_put_flag: 8 bytes of data at
- *            offset 0, then the flag word at offset 8 (same cache line, as a
+ *            LANDING(r), then the flag word 8 bytes on (same cache line, as a
  *            FIFO entry's data and sequence word); the receiver waits for the
  *            flag, then checks the data; half round trip ("putflag_lat", 8).
  *   get      back-to-back blocking 8-byte shoal_get from rank 1's segment;
@@ -369,8 +374,8 @@ static void run_logp(const struct bench_opts *o)
 /* ---- one-sided (RMA) tests ------------------------------------------------ */
 
 #define RMA_SEG_BYTES (64u << 10) /* tests without a sized payload */
-#define PF_DATA 0                 /* putflag: 8 data bytes ... */
-#define PF_FLAG 8                 /* ... and the flag word, one cache line */
+#define LANDING(r) (64u * ((r) + 1)) /* put, putflag: where rank r is written */
+#define PF_FLAG 8                 /* putflag: the flag word, after 8 data bytes */
 #define ATOM_OFF 0                /* get, fadd, cswap, arate: the word */
 #define STRUCT_OFF 4096           /* fifo, signal: the structure */
 #define FIFO_ENTRY 64
@@ -495,7 +500,8 @@ static void rma_teardown(void)
 static double put_pingpong(int flag, unsigned char *src, size_t size, long n)
 {
     int peer = 1 - rank;
-    size_t word = flag ? PF_FLAG : size - 8;
+    size_t mine = LANDING((unsigned)rank), theirs = LANDING((unsigned)peer);
+    size_t word = mine + (flag ? PF_FLAG : size - 8);
     const char *what = flag ? "the put_flag's flag" : "the put's last word";
     double t0 = bench_now();
     for (long i = 0; i < n; i++) {
@@ -503,15 +509,15 @@ static double put_pingpong(int flag, unsigned char *src, size_t size, long n)
         for (int turn = 0; turn < 2; turn++) {
             if (turn == (rank == 0)) { /* rank 0 sends first, rank 1 waits first */
                 await_word(word, v, what);
-                if (flag && *(const volatile uint64_t *)(rbase + PF_DATA) != v)
+                if (flag && *(const volatile uint64_t *)(rbase + mine) != v)
                     shoal_abort(1, "putflag: flag %llu seen with data %llu", (unsigned long long)v,
-                                (unsigned long long)*(const volatile uint64_t *)(rbase + PF_DATA));
+                                (unsigned long long)*(const volatile uint64_t *)(rbase + mine));
             } else if (flag) {
-                check(shoal_put_flag(rpeer[peer], PF_DATA, &v, sizeof v, PF_FLAG, v, 0, NULL),
+                check(shoal_put_flag(rpeer[peer], theirs, &v, sizeof v, theirs + PF_FLAG, v, 0, NULL),
                       "shoal_put_flag");
             } else {
                 memcpy(src + size - 8, &v, sizeof v);
-                check(shoal_put(rpeer[peer], 0, src, size, 0, NULL), "shoal_put");
+                check(shoal_put(rpeer[peer], theirs, src, size, 0, NULL), "shoal_put");
             }
         }
     }
@@ -775,7 +781,7 @@ int main(int argc, char **argv)
             src[i] = (unsigned char)(i * 7 + 1);
     }
     if (is_notify || is_rma_op || is_putbw)
-        rma_setup(o.test, is_put || is_putbw ? o.max_size : RMA_SEG_BYTES);
+        rma_setup(o.test, is_put ? o.max_size + LANDING(1u) : is_putbw ? o.max_size : RMA_SEG_BYTES);
 
     if (strcmp(o.test, "short") == 0) {
         BATCHES(&o, v, pingpong(PING_SHORT, NULL, 8, o.iters));
