@@ -1,0 +1,248 @@
+/* The UDP carrier (net/udp.h). */
+#include "net/udp.h"
+#include "util/util.h"
+#include "shoal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define UDP_BATCH 64u
+
+static void endpoint_of(const struct sockaddr *sa, struct udp_endpoint *e)
+{
+    memset(e, 0, sizeof *e);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        e->family = 4;
+        e->port = ntohs(in->sin_port);
+        memcpy(e->addr, &in->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        e->family = 6;
+        e->port = ntohs(in6->sin6_port);
+        memcpy(e->addr, &in6->sin6_addr, 16);
+    }
+}
+
+static socklen_t sockaddr_of(const struct udp_endpoint *e, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (e->family == 4) {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
+        in->sin_family = AF_INET;
+        in->sin_port = htons(e->port);
+        memcpy(&in->sin_addr, e->addr, 4);
+        return sizeof *in;
+    }
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(e->port);
+    memcpy(&in6->sin6_addr, e->addr, 16);
+    return sizeof *in6;
+}
+
+const char *udp_endpoint_str(const struct udp_endpoint *e, char *buf, size_t cap)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(e->family == 4 ? AF_INET : AF_INET6, e->addr, a, sizeof a);
+    snprintf(buf, cap, e->family == 4 ? "%s:%u" : "[%s]:%u", a, (unsigned)e->port);
+    return buf;
+}
+
+/* A CIDR block or a literal address: family, address bytes, prefix bits. */
+static int parse_block(const char *spec, int *family, uint8_t addr[16], unsigned *bits)
+{
+    char text[INET6_ADDRSTRLEN + 8];
+    if (strlen(spec) >= sizeof text)
+        return 0;
+    strcpy(text, spec);
+    char *slash = strchr(text, '/');
+    if (slash)
+        *slash = '\0';
+    *family = strchr(text, ':') ? 6 : 4;
+    if (inet_pton(*family == 4 ? AF_INET : AF_INET6, text, addr) != 1)
+        return 0;
+    unsigned max = *family == 4 ? 32 : 128;
+    *bits = max;
+    if (slash) {
+        char *end;
+        unsigned long b = strtoul(slash + 1, &end, 10);
+        if (end == slash + 1 || *end || b > max)
+            return 0;
+        *bits = (unsigned)b;
+    }
+    return 1;
+}
+
+static int prefix_match(const uint8_t *a, const uint8_t *b, unsigned bits)
+{
+    for (unsigned i = 0; i < bits; i++)
+        if ((a[i / 8] ^ b[i / 8]) & (0x80u >> (i % 8)))
+            return 0;
+    return 1;
+}
+
+/* Whether interface address ifa is the one spec names. */
+static int iface_matches(const struct ifaddrs *ifa, const char *spec, int is_block, int family,
+                         const uint8_t *block, unsigned bits)
+{
+    struct udp_endpoint e;
+    endpoint_of(ifa->ifa_addr, &e);
+    if (!spec[0])
+        return e.family == 4 && !(ifa->ifa_flags & IFF_LOOPBACK);
+    if (!is_block)
+        return strcmp(ifa->ifa_name, spec) == 0;
+    return e.family == family && prefix_match(e.addr, block, bits);
+}
+
+int udp_resolve(const char *spec, struct udp_endpoint *out)
+{
+    int family = 0;
+    uint8_t block[16] = {0};
+    unsigned bits = 0;
+    int is_block = spec[0] && (strchr(spec, '/') || strchr(spec, ':') || strspn(spec, "0123456789.") == strlen(spec));
+    if (is_block && !parse_block(spec, &family, block, &bits)) {
+        LOG(LOG_ERROR, "SHOAL_IFACE=%s is neither an interface name, a CIDR block nor an address", spec);
+        return SHOAL_ECONFIG;
+    }
+    struct ifaddrs *list;
+    if (getifaddrs(&list) != 0) {
+        LOG(LOG_ERROR, "getifaddrs: %s", strerror(errno));
+        return SHOAL_ESYS;
+    }
+    int found = 0;
+    for (int pass = 0; pass < 2 && !found; pass++) /* pass 1: the default falls back to loopback */
+        for (struct ifaddrs *ifa = list; ifa && !found; ifa = ifa->ifa_next) {
+            if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP) ||
+                (ifa->ifa_addr->sa_family != AF_INET && ifa->ifa_addr->sa_family != AF_INET6))
+                continue;
+            int hit = pass == 0 ? iface_matches(ifa, spec, is_block, family, block, bits)
+                                : !spec[0] && ifa->ifa_addr->sa_family == AF_INET && (ifa->ifa_flags & IFF_LOOPBACK);
+            if (hit) {
+                endpoint_of(ifa->ifa_addr, out);
+                found = 1;
+            }
+        }
+    freeifaddrs(list);
+    if (!found) {
+        LOG(LOG_ERROR, "SHOAL_IFACE=%s matches no interface address that is up", spec[0] ? spec : "(unset)");
+        return SHOAL_ECONFIG;
+    }
+    out->port = 0;
+    return SHOAL_OK;
+}
+
+static void set_buffers(int fd, int bytes)
+{
+    if (bytes <= 0)
+        return;
+    /* The *FORCE variants pass the sysctl caps when we are allowed to. */
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+static int bind_in_range(int fd, struct udp_endpoint *e, uint16_t lo, uint16_t hi)
+{
+    for (uint32_t port = lo; port <= hi; port++) {
+        struct sockaddr_storage ss;
+        e->port = (uint16_t)port;
+        socklen_t len = sockaddr_of(e, &ss);
+        if (bind(fd, (struct sockaddr *)&ss, len) == 0)
+            return SHOAL_OK;
+        if (errno != EADDRINUSE && errno != EACCES) {
+            LOG(LOG_ERROR, "bind: %s", strerror(errno));
+            return SHOAL_ESYS;
+        }
+    }
+    LOG(LOG_ERROR, "no free UDP port in SHOAL_PORT_RANGE %u-%u", (unsigned)lo, (unsigned)hi);
+    return SHOAL_ESYS;
+}
+
+int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t port_hi, int sockbuf)
+{
+    s->fd = -1;
+    int rc = udp_resolve(iface, &s->self);
+    if (rc)
+        return rc;
+    s->fd = socket(s->self.family == 4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->fd < 0) {
+        LOG(LOG_ERROR, "socket: %s", strerror(errno));
+        return SHOAL_ESYS;
+    }
+    set_buffers(s->fd, sockbuf);
+    rc = bind_in_range(s->fd, &s->self, port_lo, port_lo || port_hi ? port_hi : 0);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (!rc && getsockname(s->fd, (struct sockaddr *)&ss, &len) == 0)
+        endpoint_of((struct sockaddr *)&ss, &s->self);
+    if (rc)
+        udp_close(s);
+    return rc;
+}
+
+void udp_close(struct udp_sock *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
+{
+    struct mmsghdr msgs[UDP_BATCH];
+    struct iovec iov[UDP_BATCH];
+    struct sockaddr_storage to[UDP_BATCH];
+    unsigned done = 0;
+    while (done < n) {
+        unsigned k = n - done < UDP_BATCH ? n - done : UDP_BATCH;
+        for (unsigned i = 0; i < k; i++) {
+            const struct udp_packet *p = &pkts[done + i];
+            iov[i] = (struct iovec){p->buf, p->len};
+            msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[i], .msg_namelen = sockaddr_of(&p->peer, &to[i]),
+                                                   .msg_iov = &iov[i], .msg_iovlen = 1}};
+        }
+        int sent = sendmmsg(s->fd, msgs, k, 0);
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == ENOBUFS)
+                break;
+            if (errno == EINTR)
+                continue;
+            LOG(LOG_ERROR, "sendmmsg: %s", strerror(errno));
+            return SHOAL_ESYS;
+        }
+        done += (unsigned)sent;
+        if ((unsigned)sent < k)
+            break;
+    }
+    return (int)done;
+}
+
+int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n)
+{
+    struct mmsghdr msgs[UDP_BATCH];
+    struct iovec iov[UDP_BATCH];
+    struct sockaddr_storage from[UDP_BATCH];
+    unsigned k = n < UDP_BATCH ? n : UDP_BATCH;
+    for (unsigned i = 0; i < k; i++) {
+        iov[i] = (struct iovec){pkts[i].buf, pkts[i].len};
+        msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = sizeof from[i],
+                                               .msg_iov = &iov[i], .msg_iovlen = 1}};
+    }
+    int got = recvmmsg(s->fd, msgs, k, MSG_DONTWAIT, NULL);
+    if (got < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+    for (int i = 0; i < got; i++) {
+        pkts[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;
+        endpoint_of((struct sockaddr *)&from[i], &pkts[i].peer);
+    }
+    return got;
+}

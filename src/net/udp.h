@@ -1,0 +1,59 @@
+/* net layer: the UDP carrier.  One non-blocking datagram socket per
+ * process, bound to the address of the interface SHOAL_IFACE names (an
+ * interface name, a CIDR block, or an address; IPv4 or IPv6) on the first
+ * free port of SHOAL_PORT_RANGE, and batched sends and receives
+ * (sendmmsg/recvmmsg).  It moves packets; reliability is rel's. */
+#ifndef SHOAL_NET_UDP_H
+#define SHOAL_NET_UDP_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* An endpoint in the fixed form ranks exchange at start-up (20 bytes). */
+struct udp_endpoint {
+    uint8_t family; /* 4 or 6 */
+    uint8_t pad;
+    uint16_t port;  /* host order */
+    uint8_t addr[16]; /* IPv4 in the first 4 bytes */
+};
+
+struct udp_sock {
+    int fd;
+    struct udp_endpoint self;
+};
+
+/* A datagram to send or one received. */
+struct udp_packet {
+    void *buf;
+    size_t len; /* bytes to send; received: bytes that arrived */
+    struct udp_endpoint peer;
+};
+
+/* Finds the local address that spec names: "" (the first interface that is
+ * up, not loopback, with an IPv4 address; loopback if there is none), an
+ * interface name ("eth0"), a CIDR block ("10.1.0.0/16", "fd00::/8"), or a
+ * literal address.  SHOAL_ECONFIG, with a log line naming the spec, when
+ * it is malformed or no interface matches. */
+int udp_resolve(const char *spec, struct udp_endpoint *out);
+
+/* Opens the socket on the first free port of [port_lo, port_hi] (0, 0: any
+ * port the kernel picks), with sockbuf bytes of send and receive buffer
+ * (0: the kernel's default). */
+int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t port_hi, int sockbuf);
+void udp_close(struct udp_sock *s);
+
+/* Sends n datagrams; returns how many the kernel took (0 when its buffer is
+ * full), or a negative SHOAL_E* code on an error other than a full buffer. */
+int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
+
+/* Receives up to n datagrams into pkts[i].buf (pkts[i].len bytes of room;
+ * replaced by the length received, truncated datagrams have len 0) without
+ * blocking; returns how many arrived. */
+int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n);
+
+/* Text form "1.2.3.4:5000" / "[fd00::1]:5000" for messages. */
+const char *udp_endpoint_str(const struct udp_endpoint *e, char *buf, size_t cap);
+
+#endif

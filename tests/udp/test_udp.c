@@ -1,0 +1,127 @@
+/* The UDP carrier on loopback: interface specs resolve (or fail with
+ * SHOAL_ECONFIG), a taken port range fails, and batches of datagrams
+ * arrive whole, in any order the kernel keeps, with their source. */
+#include "../common/check.h"
+#include "net/udp.h"
+
+#include <shoal.h>
+#include <string.h>
+
+#define N 200
+
+static void check_specs(void)
+{
+    struct udp_endpoint e;
+    char buf[64];
+    CHECK_RC(udp_resolve("lo", &e), SHOAL_OK);
+    CHECK(strcmp(udp_endpoint_str(&e, buf, sizeof buf), "127.0.0.1:0") == 0, "lo resolved to %s", buf);
+    CHECK_RC(udp_resolve("127.0.0.0/8", &e), SHOAL_OK);
+    CHECK(e.family == 4 && e.addr[0] == 127, "127.0.0.0/8 resolved to %s", udp_endpoint_str(&e, buf, sizeof buf));
+    CHECK_RC(udp_resolve("127.0.0.1", &e), SHOAL_OK);
+    CHECK_RC(udp_resolve("", &e), SHOAL_OK); /* some address, loopback at worst */
+    CHECK_RC(udp_resolve("shoal-no-such-if0", &e), SHOAL_ECONFIG);
+    CHECK_RC(udp_resolve("10.0.0.0/33", &e), SHOAL_ECONFIG);
+    CHECK_RC(udp_resolve("300.1.1.1", &e), SHOAL_ECONFIG);
+    CHECK_RC(udp_resolve("0.0.0.0/32", &e), SHOAL_ECONFIG); /* never an interface's address */
+    CHECK_RC(udp_resolve("::/128", &e), SHOAL_ECONFIG);
+    int rc = udp_resolve("::1", &e); /* IPv6 loopback, where the host has it */
+    CHECK(rc == SHOAL_ECONFIG || (rc == SHOAL_OK && e.family == 6 && e.addr[15] == 1), "::1 resolved: %d", rc);
+    if (rc == SHOAL_OK)
+        CHECK(strcmp(udp_endpoint_str(&e, buf, sizeof buf), "[::1]:0") == 0, "::1 printed as %s", buf);
+}
+
+static void check_ports(void)
+{
+    struct udp_sock a, b;
+    CHECK_RC(udp_open(&a, "lo", 0, 0, 0), SHOAL_OK);
+    CHECK(a.self.port != 0, "no port picked");
+    uint16_t p = a.self.port;
+    CHECK_RC(udp_open(&b, "lo", p, p, 0), SHOAL_ESYS); /* the only port of the range is taken */
+    CHECK(b.fd == -1, "a failed open left a socket");
+    CHECK_RC(udp_open(&b, "lo", p, (uint16_t)(p + 50), 0), SHOAL_OK);
+    CHECK(b.self.port > p && b.self.port <= p + 50, "port %u outside the range", (unsigned)b.self.port);
+    udp_close(&a);
+    udp_close(&b);
+}
+
+static void check_traffic(void)
+{
+    struct udp_sock a, b;
+    CHECK_RC(udp_open(&a, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    CHECK_RC(udp_open(&b, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    static char out[N][100];
+    struct udp_packet pk[N];
+    for (int i = 0; i < N; i++) {
+        memset(out[i], i, sizeof out[i]);
+        pk[i] = (struct udp_packet){.buf = out[i], .len = 1 + (size_t)i % 100, .peer = b.self};
+    }
+    int sent = 0;
+    double t0 = test_now();
+    while (sent < N) {
+        int k = udp_send(&a, pk + sent, (unsigned)(N - sent));
+        CHECK(k >= 0, "udp_send: %d", k);
+        sent += k;
+        TEST_DEADLINE(t0, 10, "the kernel to take the datagrams");
+    }
+    static char in[N][128];
+    int seen[N] = {0}, got = 0;
+    while (got < N) {
+        struct udp_packet rx[16];
+        for (int i = 0; i < 16; i++)
+            rx[i] = (struct udp_packet){.buf = in[i], .len = sizeof in[i]};
+        int k = udp_recv(&b, rx, 16);
+        CHECK(k >= 0, "udp_recv: %d", k);
+        for (int i = 0; i < k; i++) {
+            CHECK(rx[i].len >= 1 && rx[i].peer.port == a.self.port, "datagram of %zu bytes from port %u", rx[i].len,
+                  (unsigned)rx[i].peer.port);
+            int id = (unsigned char)in[i][0];
+            CHECK(id < N && rx[i].len == 1 + (size_t)id % 100 && !seen[id], "datagram %d of %zu bytes", id, rx[i].len);
+            for (size_t j = 0; j < rx[i].len; j++)
+                CHECK((unsigned char)in[i][j] == id, "byte %zu of datagram %d", j, id);
+            seen[id] = 1;
+            got++;
+        }
+        TEST_DEADLINE(t0, 10, "the datagrams to arrive");
+    }
+    /* a datagram larger than the receive buffer is reported with length 0 */
+    struct udp_packet big = {.buf = out[0], .len = 100, .peer = b.self};
+    CHECK(udp_send(&a, &big, 1) == 1, "send");
+    char small[10];
+    struct udp_packet rx = {.buf = small, .len = sizeof small};
+    int k;
+    while ((k = udp_recv(&b, &rx, 1)) == 0)
+        TEST_DEADLINE(t0, 10, "the large datagram");
+    CHECK(k == 1 && rx.len == 0, "truncated datagram reported as %zu bytes", rx.len);
+    udp_close(&a);
+    udp_close(&b);
+}
+
+/* IPv6, where the host has a loopback address for it. */
+static void check_ipv6(void)
+{
+    struct udp_endpoint e;
+    struct udp_sock a, b;
+    if (udp_resolve("::1", &e) != SHOAL_OK)
+        return;
+    CHECK_RC(udp_open(&a, "::1", 0, 0, 0), SHOAL_OK);
+    CHECK_RC(udp_open(&b, "::1/128", 0, 0, 0), SHOAL_OK);
+    char msg[] = "over six", got[16];
+    struct udp_packet tx = {.buf = msg, .len = sizeof msg, .peer = b.self}, rx = {.buf = got, .len = sizeof got};
+    CHECK(udp_send(&a, &tx, 1) == 1, "send over IPv6");
+    double t0 = test_now();
+    while (udp_recv(&b, &rx, 1) == 0)
+        TEST_DEADLINE(t0, 10, "the IPv6 datagram");
+    CHECK(rx.len == sizeof msg && !memcmp(got, msg, sizeof msg) && rx.peer.family == 6 && rx.peer.port == a.self.port,
+          "IPv6 datagram of %zu bytes", rx.len);
+    udp_close(&a);
+    udp_close(&b);
+}
+
+int main(void)
+{
+    check_ipv6();
+    check_specs();
+    check_ports();
+    check_traffic();
+    return 0;
+}
