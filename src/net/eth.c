@@ -1,0 +1,140 @@
+/* The raw Ethernet carrier (net/eth.h). */
+#include "net/eth.h"
+#include "net/wire.h"
+#include "util/util.h"
+#include "shoal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ETH_BATCH 64u
+
+const struct eth_endpoint eth_broadcast = {{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+
+static int iface_info(int fd, const char *name, struct eth_sock *s)
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    if (!name[0] || strlen(name) >= sizeof ifr.ifr_name) {
+        LOG(LOG_ERROR, "SHOAL_IFACE=%s: the eth transport needs an interface name", name);
+        return SHOAL_ECONFIG;
+    }
+    strcpy(ifr.ifr_name, name);
+    if (ioctl(fd, SIOCGIFINDEX, &ifr) != 0) {
+        LOG(LOG_ERROR, "SHOAL_IFACE=%s: no such interface", name);
+        return SHOAL_ECONFIG;
+    }
+    s->ifindex = ifr.ifr_ifindex;
+    if (ioctl(fd, SIOCGIFHWADDR, &ifr) != 0 || ioctl(fd, SIOCGIFMTU, &ifr) != 0) {
+        LOG(LOG_ERROR, "interface %s: %s", name, strerror(errno));
+        return SHOAL_ESYS;
+    }
+    s->mtu = (unsigned)ifr.ifr_mtu;
+    ioctl(fd, SIOCGIFHWADDR, &ifr);
+    memcpy(s->self.mac, ifr.ifr_hwaddr.sa_data, 6);
+    return SHOAL_OK;
+}
+
+int eth_open(struct eth_sock *s, const char *name, int sockbuf)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(WIRE_ETHERTYPE));
+    if (s->fd < 0) {
+        int perm = errno == EPERM || errno == EACCES;
+        LOG(perm ? LOG_INFO : LOG_ERROR, "raw Ethernet socket: %s", strerror(errno));
+        return perm ? SHOAL_EACCES : SHOAL_ESYS;
+    }
+    int rc = iface_info(s->fd, name, s);
+    struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
+                              .sll_ifindex = s->ifindex};
+    if (!rc && bind(s->fd, (struct sockaddr *)&sll, sizeof sll) != 0) {
+        LOG(LOG_ERROR, "binding the raw socket to %s: %s", name, strerror(errno));
+        rc = SHOAL_ESYS;
+    }
+    int one = 1; /* our own frames are not news (older kernels: eth_recv skips them) */
+    if (!rc)
+        setsockopt(s->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+    if (!rc && sockbuf > 0) {
+        if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sockbuf, sizeof sockbuf) != 0)
+            setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf);
+        if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sockbuf, sizeof sockbuf) != 0)
+            setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf);
+    }
+    if (rc)
+        eth_close(s);
+    return rc;
+}
+
+void eth_close(struct eth_sock *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
+{
+    struct mmsghdr msgs[ETH_BATCH];
+    struct iovec iov[ETH_BATCH];
+    struct sockaddr_ll to[ETH_BATCH];
+    unsigned done = 0;
+    while (done < n) {
+        unsigned k = n - done < ETH_BATCH ? n - done : ETH_BATCH;
+        for (unsigned i = 0; i < k; i++) {
+            to[i] = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
+                                         .sll_ifindex = s->ifindex, .sll_halen = 6};
+            memcpy(to[i].sll_addr, f[done + i].peer.mac, 6);
+            iov[i] = (struct iovec){f[done + i].buf, f[done + i].len};
+            msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[i], .msg_namelen = sizeof to[i],
+                                                   .msg_iov = &iov[i], .msg_iovlen = 1}};
+        }
+        int sent = sendmmsg(s->fd, msgs, k, 0);
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == ENOBUFS)
+                break;
+            if (errno == EINTR)
+                continue;
+            LOG(LOG_ERROR, "sendmmsg on the raw socket: %s", strerror(errno));
+            return SHOAL_ESYS;
+        }
+        done += (unsigned)sent;
+        if ((unsigned)sent < k)
+            break;
+    }
+    return (int)done;
+}
+
+int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
+{
+    struct mmsghdr msgs[ETH_BATCH];
+    struct iovec iov[ETH_BATCH];
+    struct sockaddr_ll from[ETH_BATCH];
+    unsigned k = n < ETH_BATCH ? n : ETH_BATCH, out = 0;
+    for (unsigned i = 0; i < k; i++) {
+        iov[i] = (struct iovec){f[i].buf, f[i].len};
+        msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = sizeof from[i],
+                                               .msg_iov = &iov[i], .msg_iovlen = 1}};
+    }
+    int got = recvmmsg(s->fd, msgs, k, MSG_DONTWAIT, NULL);
+    if (got < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+    for (int i = 0; i < got; i++) {
+        if (from[i].sll_pkttype == PACKET_OUTGOING)
+            continue; /* our own frame, looped back to the socket */
+        if ((unsigned)i != out) { /* compact: the buffers stay where they were */
+            void *buf = f[out].buf;
+            memcpy(buf, f[i].buf, msgs[i].msg_len);
+        }
+        f[out].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;
+        memcpy(f[out].peer.mac, from[i].sll_addr, 6);
+        out++;
+    }
+    return (int)out;
+}
