@@ -111,6 +111,18 @@ int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
     return (int)done;
 }
 
+/* A frame can carry bytes after the packet (a NIC that delivers the FCS);
+ * the packet's own length, covered by its mandatory checksum, says where it
+ * ends.  A frame too short for that length stays as it is, for the decoder
+ * to drop. */
+static size_t trimmed(const unsigned char *p, size_t n)
+{
+    if (n < WIRE_HEADER_BYTES)
+        return n;
+    size_t len = WIRE_HEADER_BYTES + (p[58] | (size_t)p[59] << 8);
+    return len <= n ? len : n;
+}
+
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
 {
     struct mmsghdr msgs[ETH_BATCH];
@@ -132,7 +144,7 @@ int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
             void *buf = f[out].buf;
             memcpy(buf, f[i].buf, msgs[i].msg_len);
         }
-        f[out].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;
+        f[out].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : trimmed(f[out].buf, msgs[i].msg_len);
         memcpy(f[out].peer.mac, from[i].sll_addr, 6);
         out++;
     }

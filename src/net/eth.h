@@ -22,7 +22,7 @@ struct eth_sock {
 
 struct eth_frame {
     void *buf;  /* the shoal packet (no Ethernet header) */
-    size_t len; /* bytes to send; received: bytes that arrived (NIC padding included) */
+    size_t len; /* bytes to send; received: the packet's bytes (anything after its length cut) */
     struct eth_endpoint peer; /* destination; received: source */
 };
 

@@ -1,6 +1,7 @@
 /* The raw Ethernet carrier on "lo": frames of shoal's EtherType reach
  * another socket whole; a bad interface is SHOAL_ECONFIG; without
  * CAP_NET_RAW, eth_open says SHOAL_EACCES (what the UDP fallback keys on).
+ * Bytes after a packet's own length are cut on receipt.
  * On loopback every socket also receives the frames it sent (they come back
  * in as received), so receivers pick theirs by content, as the protocol
  * does by rank. */
@@ -33,7 +34,9 @@ int main(void)
         memset(out[i], 0, sizeof out[i]);
         memcpy(out[i], "shoal-eth-test", 14);
         out[i][14] = (char)i;
-        tx[i] = (struct eth_frame){.buf = out[i], .len = 64 + (size_t)i, .peer = eth_broadcast};
+        out[i][58] = (char)i; /* the packet's length field: i payload bytes ... */
+        tx[i] = (struct eth_frame){.buf = out[i], .len = 64 + (size_t)i + (size_t)(i % 3) * 2,
+                                   .peer = eth_broadcast}; /* ... and up to 4 trailing bytes, cut on receipt */
     }
     double t0 = test_now();
     int sent = 0;

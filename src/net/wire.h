@@ -1,0 +1,93 @@
+/* net layer: the cluster wire format, shared by both carriers (UDP
+ * datagrams and raw Ethernet frames with shoal's EtherType).  Every packet
+ * is one 64-byte header, little-endian, then `len` payload bytes.  The
+ * layout is documented byte by byte in docs/WIRE.md; WIRE_VERSION changes
+ * with any change to it. */
+#ifndef SHOAL_NET_WIRE_H
+#define SHOAL_NET_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x4c4f4853u   /* "SHOL" read little-endian */
+#define WIRE_VERSION 1u
+#define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
+#define WIRE_HEADER_BYTES 64u
+#define WIRE_BROADCAST 0xffffffffu /* dst of a packet for every rank of the job */
+#define WIRE_MAX_PAYLOAD 65000u  /* fits one UDP datagram; carriers lower it to their MTU */
+
+enum wire_type {
+    WIRE_DATA = 1,      /* reliable, sequenced: carries AM-layer bytes */
+    WIRE_ACK = 2,       /* acknowledgement only (seq unused) */
+    WIRE_KEEPALIVE = 3, /* liveness probe during silence; answered by an ACK */
+    WIRE_BCAST = 4,     /* unsequenced one-to-all datagram (barrier release, broadcast) */
+    WIRE_TYPES
+};
+
+/* flags */
+#define WIRE_F_ACK_NOW 0x1u /* the sender wants an ACK at once (MBCF/Ether's TH1 ack request) */
+
+/* The header as the code sees it (host order); wire_encode/wire_decode
+ * convert.  Offsets are the bytes on the wire. */
+struct wire_header {
+    uint32_t magic;    /*  0 WIRE_MAGIC */
+    uint8_t version;   /*  4 WIRE_VERSION */
+    uint8_t type;      /*  5 enum wire_type */
+    uint16_t flags;    /*  6 WIRE_F_* */
+    uint64_t job;      /*  8 job id */
+    uint64_t key;      /* 16 per-job random key */
+    uint32_t src;      /* 24 sender's rank */
+    uint32_t dst;      /* 28 receiver's rank, or WIRE_BROADCAST */
+    uint32_t src_inc;  /* 32 sender's incarnation (nonzero, new at every start) */
+    uint32_t dst_inc;  /* 36 receiver's incarnation as the sender knows it; 0 before first contact */
+    uint32_t seq;      /* 40 DATA: this packet's sequence number for (src, dst); from 1 */
+    uint32_t ack;      /* 44 cumulative: every DATA seq <= ack from dst to src has arrived */
+    uint64_t sack;     /* 48 bit i: DATA seq ack + 2 + i from dst to src has arrived */
+    uint16_t credits;  /* 56 DATA packets beyond ack the sender of this header can still accept */
+    uint16_t len;      /* 58 payload bytes after the header */
+    uint32_t csum;     /* 60 CRC-32C of bytes 0-59 (raw frames; 0 = not computed on UDP) */
+};
+
+/* Why a packet was dropped; counted per reason. */
+enum wire_verdict {
+    WIRE_OK = 0,
+    WIRE_DROP_SHORT,       /* shorter than a header */
+    WIRE_DROP_MAGIC,       /* not a shoal packet */
+    WIRE_DROP_VERSION,     /* another protocol version */
+    WIRE_DROP_JOB,         /* another job */
+    WIRE_DROP_KEY,         /* this job's id with the wrong key */
+    WIRE_DROP_RANK,        /* unknown source rank, or not addressed to this rank */
+    WIRE_DROP_TYPE,        /* unknown type or flags */
+    WIRE_DROP_LENGTH,      /* len disagrees with the bytes received, or too large */
+    WIRE_DROP_CHECKSUM,    /* header checksum wrong */
+    WIRE_DROP_INCARNATION, /* from an old incarnation of the peer, or to an old one of this rank */
+    WIRE_DROP_DUPLICATE,   /* DATA already delivered (counted, and acknowledged again) */
+    WIRE_DROP_WINDOW,      /* DATA beyond the receive window */
+    WIRE_DROP_FAULT,       /* dropped by SHOAL_FAULTS injection */
+    WIRE_VERDICTS
+};
+
+/* What a receiver accepts: its job, key and rank, the job size, and
+ * whether checksums are required (raw frames) or checked when nonzero. */
+struct wire_expect {
+    uint64_t job, key;
+    uint32_t self, nranks;
+    int need_checksum;
+};
+
+uint32_t wire_crc32c(const void *buf, size_t n);
+
+/* Writes header + payload into buf (cap bytes); with_checksum fills csum.
+ * Returns the packet's length, or 0 if it does not fit. */
+size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum);
+
+/* Checks a received packet of n bytes against *e and decodes its header;
+ * the payload is at buf + WIRE_HEADER_BYTES.  Never reads outside [buf,
+ * buf + n).  Checks everything a packet says about itself (magic, version,
+ * job, key, ranks, type, flags, length, checksum); incarnations, sequence
+ * numbers and windows are the reliability layer's. */
+enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expect *e, struct wire_header *out);
+
+const char *wire_verdict_name(enum wire_verdict v);
+
+#endif

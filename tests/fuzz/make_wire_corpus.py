@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus for the wire_decode fuzz target (tests/fuzz/fuzz_wire.c).
+
+    python3 tests/fuzz/make_wire_corpus.py [OUTDIR]    (default: tests/fuzz/corpus/wire)
+
+One small file per case: valid DATA, ACK, KEEPALIVE and BCAST packets with and
+without a checksum, and one packet per malformed class (one per drop verdict
+wire_decode gives, several for the rank, type and length checks).  Files are
+named seed-<case>; the script rewrites those and removes stale seed-* files,
+and leaves every other file (inputs the fuzzer found) alone.  The output is
+the same on every run.
+
+The layout is docs/WIRE.md's; JOB, KEY, SELF and NRANKS must equal FUZZ_JOB,
+FUZZ_KEY, FUZZ_SELF and FUZZ_NRANKS in fuzz_wire.c.  Python 3 standard library
+only.
+"""
+import os
+import struct
+import sys
+
+JOB = 0x5348424F4A000001
+KEY = 0x0123456789ABCDEF
+SELF = 1
+NRANKS = 4
+
+MAGIC = 0x4C4F4853  # "SHOL"
+VERSION = 1
+BROADCAST = 0xFFFFFFFF
+DATA, ACK, KEEPALIVE, BCAST = 1, 2, 3, 4
+F_ACK_NOW = 0x1
+HEADER = 64
+HEADER_FMT = "<IBBHQQIIIIIIQHH"  # bytes 0-59; the checksum (u32) follows at 60
+
+
+def _crc_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
+assert struct.calcsize(HEADER_FMT) == 60
+
+
+def packet(ptype=DATA, payload=b"", csum=True, **f):
+    """A packet from SELF's peer 2 (or f["src"]) to SELF; f overrides any header field."""
+    h = dict(magic=MAGIC, version=VERSION, type=ptype, flags=0, job=JOB, key=KEY, src=2,
+             dst=BROADCAST if ptype == BCAST else SELF, src_inc=0x5EED0002, dst_inc=0x5EED0001,
+             seq=1 if ptype == DATA else 0, ack=0, sack=0, credits=64, len=len(payload))
+    unknown = set(f) - set(h) - {"csum_value"}
+    assert not unknown, unknown
+    h.update((k, v) for k, v in f.items() if k != "csum_value")
+    head = struct.pack(HEADER_FMT, h["magic"], h["version"], h["type"], h["flags"], h["job"], h["key"],
+                       h["src"], h["dst"], h["src_inc"], h["dst_inc"], h["seq"], h["ack"], h["sack"],
+                       h["credits"], h["len"])
+    c = f.get("csum_value", crc32c(head) if csum else 0)
+    return head + struct.pack("<I", c) + payload
+
+
+def corrupt(pkt, offset, mask):
+    """pkt with one byte changed after its checksum was computed."""
+    b = bytearray(pkt)
+    b[offset] ^= mask
+    return bytes(b)
+
+
+def cases():
+    body = bytes((i * 7 + 3) & 0xFF for i in range(200))
+    good = packet(DATA, body[:16])
+    yield "data-len0-csum", packet(DATA)
+    yield "data-len1-csum", packet(DATA, body[:1], seq=2, ack=7, credits=32)
+    yield "data-len16-nocsum", packet(DATA, body[:16], csum=False, src=0, seq=0x10000)
+    yield "data-len200-csum-acknow", packet(DATA, body, flags=F_ACK_NOW, seq=0xFFFFFFFF, ack=0xFFFFFFFE,
+                                            sack=0x8000000000000005)
+    yield "data-first-contact", packet(DATA, body[:4], src=3, dst_inc=0)
+    yield "ack-csum", packet(ACK, ack=41, sack=0x0000000000000B0D, credits=12)
+    yield "ack-nocsum", packet(ACK, csum=False, ack=9, flags=F_ACK_NOW)
+    yield "keepalive-csum", packet(KEEPALIVE, flags=F_ACK_NOW)
+    yield "keepalive-nocsum", packet(KEEPALIVE, csum=False, src=0)
+    yield "bcast-len8-csum", packet(BCAST, body[:8], src=3)
+    yield "bcast-len0-nocsum", packet(BCAST, csum=False, src=0)
+    # shorter than a header
+    yield "short-empty", b""
+    yield "short-1", good[:1]
+    yield "short-63", good[:63]
+    # not shoal, another version
+    yield "magic-bad", packet(DATA, magic=0x4D4F4853)
+    yield "magic-big-endian", packet(DATA, magic=0x53484F4C)
+    yield "version-0", packet(DATA, version=0)
+    yield "version-2", packet(DATA, version=2)
+    # another job, wrong key
+    yield "job-other", packet(DATA, job=JOB ^ 1)
+    yield "key-bad", packet(DATA, key=KEY ^ (1 << 63))
+    # ranks
+    yield "rank-src-nranks", packet(DATA, src=NRANKS)
+    yield "rank-src-self", packet(DATA, src=SELF)
+    yield "rank-dst-other", packet(DATA, dst=3)
+    yield "rank-data-to-broadcast", packet(DATA, dst=BROADCAST)
+    yield "rank-bcast-to-one", packet(BCAST, body[:8], dst=SELF)
+    # types and flags
+    yield "type-0", packet(0)
+    yield "type-5", packet(5)
+    yield "type-255", packet(255)
+    yield "flags-unknown", packet(DATA, flags=0x8001)
+    yield "src-inc-0", packet(DATA, src_inc=0)
+    # lengths
+    yield "len-more-than-received", good[:-1]
+    yield "len-less-than-received", good + b"\0"
+    yield "len-over-max", packet(DATA, len=65001)  # header only: the limit is checked first
+    yield "len-ack-payload", packet(ACK, body[:1])
+    yield "len-keepalive-payload", packet(KEEPALIVE, body[:4])
+    # checksums
+    yield "csum-wrong", packet(DATA, body[:16], csum_value=crc32c(good[:60]) ^ 0x00010000)
+    yield "csum-corrupt-seq", corrupt(good, 40, 0x04)
+    yield "csum-corrupt-job", corrupt(good, 8, 0x01)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                             "corpus", "wire")
+    os.makedirs(out, exist_ok=True)
+    names = set()
+    for name, data in cases():
+        name = "seed-" + name
+        assert name not in names, name
+        names.add(name)
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    for stale in sorted(os.listdir(out)):
+        if stale.startswith("seed-") and stale not in names:
+            os.remove(os.path.join(out, stale))
+    print(f"{len(names)} seeds in {out}")
+
+
+if __name__ == "__main__":
+    main()
