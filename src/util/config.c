@@ -1,5 +1,6 @@
 /* The one place SHOAL_* environment variables are read. */
 #include "util.h"
+#include "net/faults.h"
 #include "shoal.h"
 
 #include <errno.h>
@@ -23,6 +24,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                       "address space of each rank's shared heap, which shoal_mem_create carves segments from (sparse: only segments use memory; every local peer maps every heap)"},
     [CFG_RMA_DIRECT] = {"SHOAL_RMA_DIRECT", "1",
                         "1: one-sided commands on memory mapped here run directly with CPU copies and atomics; 0: every command is sent for the target's progress engine to run (the path other hosts take)"},
+    [CFG_FAULTS] = {"SHOAL_FAULTS", "",
+                    "fault injection on the cluster carriers, for tests: loss=P,dup=P,reorder=P,corrupt=P,delay=T(ns|us|ms),seed=N; each carrier applies it to what it sends and to what it receives; empty: none"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -54,6 +57,17 @@ static int parse_int(const char *s, long long *out)
     return 0;
 }
 
+/* Logs which item of the spec is wrong; the caller logs the variable. */
+static int validate_faults(const char *v)
+{
+    struct fault_config c;
+    char err[160];
+    if (fault_parse(v, &c, err, sizeof err) == SHOAL_OK)
+        return 0;
+    util_log(LOG_ERROR, "SHOAL_FAULTS: %s", err);
+    return -1;
+}
+
 static int validate(enum util_cfg_id id, const char *v)
 {
     long long n;
@@ -81,6 +95,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
+    case CFG_FAULTS:
+        return validate_faults(v);
     default:
         return parse_int(v, &n) ? -1 : 0;
     }

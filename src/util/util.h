@@ -21,6 +21,7 @@ enum util_cfg_id {
     CFG_TRANSPORT,      /* transport selection */
     CFG_RMA_HEAP,       /* per-rank shared heap for segments */
     CFG_RMA_DIRECT,     /* one-sided commands on mapped memory run directly */
+    CFG_FAULTS,         /* fault injection on the cluster carriers */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */

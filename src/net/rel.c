@@ -1,0 +1,841 @@
+/* The cluster reliability protocol (rel.h): windows, acknowledgements,
+ * retransmission, credits, keepalives and incarnations, with no I/O. */
+#include "net/rel.h"
+
+#include "shoal.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DUPTHRESH 3u     /* packets SACKed above a hole that make it lost */
+#define MAX_BACKOFF 20u  /* doublings of the RTO; rto_max caps it long before */
+
+enum tx_state { TX_FREE, TX_INFLIGHT, TX_SACKED };
+
+/* One DATA packet sent and not yet cumulatively acknowledged. */
+struct tx_slot {
+    void *data;
+    uint32_t seq, len;
+    uint32_t tx_count;  /* transmissions; RTT samples need exactly 1 (Karn) */
+    uint64_t xmit_ts;   /* time of the last transmission: the RTO runs from it */
+    uint64_t tx_order;  /* the peer's transmission counter then: orders "sent after" exactly */
+    int32_t prev, next; /* transmission-order list of in-flight slots (indices) */
+    uint8_t state;      /* enum tx_state */
+};
+
+/* One received DATA packet, in order (waiting for the AM layer) or not. */
+struct rx_slot {
+    void *data;
+    uint32_t len;
+    int present;
+};
+
+struct peer {
+    uint32_t rank, inc;  /* inc 0: not heard from yet */
+    int dead;
+    /* sending */
+    uint32_t una, nxt;   /* oldest unacknowledged, next new sequence number */
+    uint32_t limit;      /* highest seq the peer has room for (its ack + credits) */
+    uint32_t acknow_seq; /* last new packet that asked for an ACK ... */
+    int acknow_out;      /* ... and whether it is still unacknowledged */
+    struct tx_slot *tx;  /* window slots, by seq */
+    int32_t tx_head, tx_tail; /* in-flight slots, oldest transmission first */
+    uint64_t tx_order;
+    uint32_t sack_hi;    /* highest seq SACKed; una - 1 when none is above una */
+    uint64_t rto_due;    /* retransmission timer: REL_NEVER with nothing in flight */
+    uint64_t srtt, rttvar, min_rtt;
+    int has_rtt;
+    unsigned backoff;    /* RTO doublings since the last progress */
+    uint64_t probe_due;  /* window probe, while blocked by credits with nothing in flight */
+    unsigned probe_backoff;
+    int blocked;         /* a send was refused for credits since the window last opened */
+    /* receiving */
+    uint32_t rcv_ack;    /* every seq <= rcv_ack arrived */
+    uint32_t consumed;   /* every seq <= consumed was released by the AM layer */
+    uint32_t adv_limit;  /* consumed + rcv_buf as last advertised */
+    uint32_t ooo;        /* packets held beyond a hole */
+    struct rx_slot *rx;  /* receive buffer slots, by seq */
+    uint64_t ack_due;    /* explicit ACK, unless a packet carries the ack first */
+    /* liveness */
+    uint64_t last_rx, ka_due;
+    uint64_t ka_first;   /* first KEEPALIVE since last_rx, REL_NEVER if none */
+    struct peer *next_active, *next_ready;
+    int ready;           /* on the ready list: in-order packets for the AM layer */
+};
+
+struct bcast_msg {
+    uint32_t src, len;
+    void *data;
+};
+
+enum cur_msg { CUR_NONE, CUR_BCAST, CUR_DATA }; /* what rel_recv handed out */
+
+struct rel {
+    struct rel_config cfg;
+    struct rel_io io;
+    void *ctx;
+    struct wire_expect expect;
+    struct peer **peers;               /* by rank; NULL until first contact */
+    struct peer *active;               /* every peer with state */
+    struct peer *ready_head, *ready_tail;
+    struct bcast_msg *bq;              /* received broadcasts, rcv_buf of them */
+    uint32_t bq_head, bq_len;
+    enum cur_msg cur;
+    uint64_t next_due;                 /* no peer timer is due before this */
+    unsigned char *pkt;                /* encoding buffer */
+    size_t pkt_cap;
+    struct rel_stats stats;
+};
+
+/* ---- serial-number arithmetic (RFC 1982) ----------------------------------- */
+
+static int seq_lt(uint32_t a, uint32_t b)
+{
+    return (uint32_t)(a - b) >= 0x80000000u;
+}
+
+static int seq_le(uint32_t a, uint32_t b)
+{
+    return a == b || seq_lt(a, b);
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a + b < a ? REL_NEVER : a + b;
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+void rel_config_default(struct rel_config *c)
+{
+    *c = (struct rel_config){
+        .max_payload = 1408, /* 1500-byte MTU - IPv4 20 - UDP 8 - shoal 64 */
+        .window = 256,
+        .rcv_buf = 256,
+        .rto_min_ns = 200000,
+        .rto_init_ns = 1000000,
+        .rto_max_ns = 250000000,
+        .ack_delay_ns = 50000,
+        .keepalive_ns = 500000000,
+        .dead_after_ns = 3000000000ull,
+        .first_seq = 1,
+    };
+}
+
+static int pow2(uint32_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+static const char *config_error(const struct rel_config *c)
+{
+    if (c->nranks == 0 || c->self >= c->nranks || c->nranks > WIRE_BROADCAST)
+        return "self must be a rank of nranks";
+    if (c->incarnation == 0)
+        return "incarnation must be nonzero";
+    if (c->max_payload == 0 || c->max_payload > WIRE_MAX_PAYLOAD)
+        return "max_payload must be in [1, WIRE_MAX_PAYLOAD]";
+    if (!pow2(c->window) || c->window > (1u << 30) || !pow2(c->rcv_buf) || c->rcv_buf > 32768)
+        return "window and rcv_buf must be powers of two (rcv_buf <= 32768)";
+    if (c->rto_min_ns == 0 || c->rto_init_ns < c->rto_min_ns || c->rto_max_ns < c->rto_init_ns)
+        return "need 0 < rto_min <= rto_init <= rto_max";
+    if (c->keepalive_ns == 0 || c->dead_after_ns <= c->keepalive_ns)
+        return "need 0 < keepalive < dead_after";
+    return NULL;
+}
+
+/* ---- peers ------------------------------------------------------------------- */
+
+static struct peer *peer_new(struct rel *r, uint32_t rank, uint64_t now)
+{
+    struct peer *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->tx = calloc(r->cfg.window, sizeof *p->tx);
+    p->rx = calloc(r->cfg.rcv_buf, sizeof *p->rx);
+    if (!p->tx || !p->rx) {
+        free(p->tx);
+        free(p->rx);
+        free(p);
+        return NULL;
+    }
+    uint32_t s0 = r->cfg.first_seq;
+    p->rank = rank;
+    p->una = p->nxt = s0;
+    p->sack_hi = s0 - 1;
+    p->limit = s0 - 1 + r->cfg.rcv_buf; /* every rank has the same buffer */
+    p->tx_head = p->tx_tail = -1;
+    p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
+    p->rcv_ack = p->consumed = s0 - 1;
+    p->adv_limit = s0 - 1 + r->cfg.rcv_buf;
+    p->last_rx = now;
+    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
+    p->ka_first = REL_NEVER;
+    p->next_active = r->active;
+    r->active = p;
+    return p;
+}
+
+/* The peer's state, created on first contact; NULL when out of memory. */
+static struct peer *peer_get(struct rel *r, uint32_t rank, uint64_t now)
+{
+    if (!r->peers[rank])
+        r->peers[rank] = peer_new(r, rank, now);
+    return r->peers[rank];
+}
+
+/* RTO = SRTT + 4 max(RTTVAR, rto_min / 4), as Linux computes it (RFC 6298's
+ * clock-granularity term G = rto_min): never below rto_min, and a round
+ * trip that barely varies (a steadily full queue) cannot bring the RTO
+ * down to SRTT, where any hiccup would fire it. */
+static uint64_t rto_of(const struct rel *r, const struct peer *p, unsigned backoff)
+{
+    uint64_t var = p->rttvar > r->cfg.rto_min_ns / 4 ? p->rttvar : r->cfg.rto_min_ns / 4;
+    uint64_t rto = p->has_rtt ? p->srtt + 4 * var : r->cfg.rto_init_ns;
+    for (unsigned i = 0; i < backoff && rto < r->cfg.rto_max_ns; i++)
+        rto *= 2;
+    return min64(rto, r->cfg.rto_max_ns);
+}
+
+/* A peer is dead after dead_after of silence, if a KEEPALIVE has had a
+ * keepalive interval to be answered: a carrier that was not run for a while
+ * (a stopped process, an overloaded host) asks before it concludes. */
+static uint64_t dead_due(const struct rel *r, const struct peer *p)
+{
+    if (p->ka_first == REL_NEVER)
+        return REL_NEVER;
+    uint64_t silent = add_sat(p->last_rx, r->cfg.dead_after_ns), asked = add_sat(p->ka_first, r->cfg.keepalive_ns);
+    return silent > asked ? silent : asked;
+}
+
+static uint64_t peer_deadline(const struct rel *r, const struct peer *p)
+{
+    if (p->dead)
+        return REL_NEVER;
+    return min64(min64(min64(p->ack_due, p->probe_due), p->rto_due), min64(p->ka_due, dead_due(r, p)));
+}
+
+/* After anything that may have moved one of p's timers earlier. */
+static void note_deadline(struct rel *r, const struct peer *p)
+{
+    r->next_due = min64(r->next_due, peer_deadline(r, p));
+}
+
+/* The retransmission timer runs from the last progress (TCP's rule): in a
+ * flowing stream only the tail can time out; holes are found from ACKs. */
+static void arm_rto(struct rel *r, struct peer *p, uint64_t now)
+{
+    p->rto_due = p->tx_head >= 0 ? add_sat(now, rto_of(r, p, p->backoff)) : REL_NEVER;
+}
+
+static void want_ack(struct peer *p, uint64_t when)
+{
+    p->ack_due = min64(p->ack_due, when);
+}
+
+/* ---- the transmission-order list ------------------------------------------- */
+
+static void txl_remove(struct peer *p, struct tx_slot *t)
+{
+    if (t->prev >= 0)
+        p->tx[t->prev].next = t->next;
+    else
+        p->tx_head = t->next;
+    if (t->next >= 0)
+        p->tx[t->next].prev = t->prev;
+    else
+        p->tx_tail = t->prev;
+}
+
+/* Stamps a (re)transmission of t at now and moves it to the list's end. */
+static void txl_stamp(struct peer *p, struct tx_slot *t, uint64_t now)
+{
+    int32_t i = (int32_t)(t - p->tx);
+    t->xmit_ts = now;
+    t->tx_order = ++p->tx_order;
+    t->tx_count++;
+    t->prev = p->tx_tail;
+    t->next = -1;
+    if (p->tx_tail >= 0)
+        p->tx[p->tx_tail].next = i;
+    else
+        p->tx_head = i;
+    p->tx_tail = i;
+}
+
+/* ---- sending packets -------------------------------------------------------------- */
+
+static uint64_t sack_bits(const struct rel *r, const struct peer *p)
+{
+    uint64_t s = 0;
+    uint32_t end = p->consumed + r->cfg.rcv_buf;
+    for (uint32_t i = 0; p->ooo && i < 64 && seq_le(p->rcv_ack + 2 + i, end); i++)
+        if (p->rx[(p->rcv_ack + 2 + i) & (r->cfg.rcv_buf - 1)].present)
+            s |= 1ull << i;
+    return s;
+}
+
+/* Encodes and sends one packet to p with our ack, SACK and credits, which
+ * makes a pending explicit ACK unnecessary. */
+static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t flags, uint32_t seq,
+                        const void *data, uint32_t len)
+{
+    uint32_t credits = p->consumed + r->cfg.rcv_buf - p->rcv_ack;
+    struct wire_header h = {
+        .type = type, .flags = flags, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
+        .dst = p->rank, .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq,
+        .ack = p->rcv_ack, .sack = sack_bits(r, p), .credits = (uint16_t)credits, .len = (uint16_t)len};
+    size_t n = wire_encode(r->pkt, r->pkt_cap, &h, data, r->cfg.need_checksum);
+    p->adv_limit = p->rcv_ack + credits;
+    p->ack_due = REL_NEVER;
+    r->io.xmit(r->ctx, p->rank, r->pkt, n);
+}
+
+static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, uint64_t now)
+{
+    txl_remove(p, t);
+    txl_stamp(p, t, now);
+    r->stats.retransmits++;
+    /* ACK_NOW: the receiver's answer tells at once what else is missing */
+    send_packet(r, p, WIRE_DATA, WIRE_F_ACK_NOW, t->seq, t->data, t->len);
+}
+
+/* TH1: ask for an ACK when half the usable window is in flight (once per
+ * ACK), and when this packet uses the window or the credits up. */
+static uint16_t ack_request(const struct rel *r, struct peer *p, uint32_t seq)
+{
+    uint32_t inflight = seq - p->una + 1;
+    uint32_t thresh = (r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf) / 2;
+    int last = inflight == r->cfg.window || seq == p->limit;
+    if (!last && (inflight < thresh || (p->acknow_out && !seq_lt(p->acknow_seq, p->una))))
+        return 0;
+    p->acknow_seq = seq;
+    p->acknow_out = 1;
+    return WIRE_F_ACK_NOW;
+}
+
+static void send_keepalive(struct rel *r, struct peer *p, uint64_t now)
+{
+    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
+    p->ka_first = min64(p->ka_first, now);
+    send_packet(r, p, WIRE_KEEPALIVE, 0, 0, NULL, 0);
+}
+
+static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why)
+{
+    /* In-order data already received stays deliverable; what we sent is lost. */
+    for (uint32_t s = p->una; s != p->nxt; s++) {
+        free(p->tx[s & (r->cfg.window - 1)].data);
+        p->tx[s & (r->cfg.window - 1)].data = NULL;
+    }
+    p->una = p->nxt;
+    p->tx_head = p->tx_tail = -1;
+    p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
+    p->dead = 1;
+    r->stats.peers_dead++;
+    LOG(LOG_INFO, "net: rank %u is dead (%s)", p->rank, why == REL_DEAD_SILENT ? "silent" : "restarted");
+    r->io.peer_dead(r->ctx, p->rank, why);
+}
+
+/* ---- acknowledgements received ------------------------------------------------ */
+
+#define SACK_SPAN 65u /* an ACK reports on seq ack+1 .. ack+SACK_SPAN */
+
+/* What one ACK newly acknowledged. */
+struct acked {
+    uint32_t horizon;         /* the last seq the previous ACK could report */
+    int progress;             /* anything */
+    int have_newest;          /* loss detection's reference: the packet transmitted last, */
+    uint64_t newest_order;    /* ... its transmission number */
+    uint64_t newest_ts;       /* ... and time */
+    int have_sample;          /* the latest transmission usable as an RTT sample */
+    uint64_t sample_ts;
+};
+
+static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct acked *a, uint64_t now)
+{
+    if (t->state == TX_INFLIGHT) {
+        txl_remove(p, t);
+        a->progress = 1;
+        /* an RTT sample needs a packet sent once (Karn) that the previous
+         * ACK could have reported: one beyond it may have waited at the
+         * receiver, unreported, until a hole filled */
+        if (t->tx_count == 1 && seq_le(t->seq, a->horizon) && (!a->have_sample || t->xmit_ts > a->sample_ts)) {
+            a->sample_ts = t->xmit_ts;
+            a->have_sample = 1;
+        }
+        /* an ACK sooner than min_rtt after a retransmission was for an
+         * earlier copy: it says nothing about what was sent before this one
+         * (and without a sample, nobody knows what soon is) */
+        int ambiguous = t->tx_count > 1 && (!p->has_rtt || now - t->xmit_ts < p->min_rtt);
+        if (!ambiguous && (!a->have_newest || t->tx_order > a->newest_order)) {
+            a->newest_order = t->tx_order;
+            a->newest_ts = t->xmit_ts;
+            a->have_newest = 1;
+        }
+        free(t->data); /* our receivers never discard a SACKed packet */
+        t->data = NULL;
+    }
+    t->state = (uint8_t)to;
+}
+
+/* Jacobson/Karels. */
+static void rtt_sample(struct rel *r, struct peer *p, uint64_t rtt)
+{
+    if (!p->has_rtt) {
+        p->srtt = p->min_rtt = rtt;
+        p->rttvar = rtt / 2;
+        p->has_rtt = 1;
+    } else {
+        p->min_rtt = rtt < p->min_rtt ? rtt : p->min_rtt;
+        uint64_t delta = rtt > p->srtt ? rtt - p->srtt : p->srtt - rtt;
+        p->rttvar = (3 * p->rttvar + delta) / 4;
+        p->srtt = (7 * p->srtt + rtt) / 8;
+    }
+    r->stats.rtt_samples++;
+}
+
+/* Loss detection in the manner of RACK (RFC 8985): a packet last sent
+ * before the newest one this ACK reports is lost if it has been out longer
+ * than that one's round trip plus a reordering allowance (min_rtt / 4), or
+ * if DUPTHRESH packets above it are SACKed.  Packets beyond what a SACK
+ * can report are not judged.  Walks the in-flight list in transmission
+ * order up to the reference: normally just the holes. */
+static void detect_losses(struct rel *r, struct peer *p, const struct wire_header *h, const struct acked *a,
+                          uint64_t now)
+{
+    uint64_t allowance = now - a->newest_ts + p->min_rtt / 4;
+    uint32_t hi = h->sack ? h->ack + 2 + (63 - (uint32_t)__builtin_clzll(h->sack)) : h->ack;
+    for (int32_t i = p->tx_head; i >= 0 && p->tx[i].tx_order < a->newest_order;) {
+        struct tx_slot *t = &p->tx[i];
+        i = t->next; /* before retransmit moves t to the end */
+        if (seq_le(t->seq, h->ack + SACK_SPAN) &&
+            (t->xmit_ts + allowance <= now || seq_le(t->seq + DUPTHRESH, hi))) {
+            r->stats.fast_retransmits++;
+            retransmit(r, p, t, now);
+        }
+    }
+}
+
+/* Probing starts when credits block a sender that has nothing in flight:
+ * then no ACK would come to reopen the window if the update was lost. */
+static void update_probe(struct rel *r, struct peer *p, uint64_t now)
+{
+    if (seq_le(p->nxt, p->limit)) {
+        p->blocked = 0;
+        p->probe_due = REL_NEVER;
+    } else if (p->blocked && p->una == p->nxt && p->probe_due == REL_NEVER) {
+        p->probe_backoff = 0;
+        p->probe_due = add_sat(now, rto_of(r, p, 0));
+    }
+}
+
+/* Applies the ack, SACK and credits of h; -1 if it acknowledges packets
+ * never sent (a confused or forged peer). */
+static int rx_ack(struct rel *r, struct peer *p, const struct wire_header *h, uint64_t now)
+{
+    if (!seq_lt(h->ack, p->nxt))
+        return -1;
+    if (seq_lt(p->limit, h->ack + h->credits)) /* a window never shrinks: reordered headers */
+        p->limit = h->ack + h->credits;
+    struct acked a = {.horizon = p->una - 1 + SACK_SPAN};
+    if (!seq_lt(h->ack + 1, p->una)) { /* else an old header, already superseded */
+        for (; seq_le(p->una, h->ack); p->una++)
+            ack_slot(p, &p->tx[p->una & (r->cfg.window - 1)], TX_FREE, &a, now);
+        for (uint64_t bits = h->sack; bits; bits &= bits - 1) {
+            uint32_t s = h->ack + 2 + (uint32_t)__builtin_ctzll(bits);
+            if (seq_lt(s, p->nxt)) {
+                ack_slot(p, &p->tx[s & (r->cfg.window - 1)], TX_SACKED, &a, now);
+                p->sack_hi = seq_lt(p->sack_hi, s) ? s : p->sack_hi;
+            }
+        }
+    }
+    if (seq_lt(p->sack_hi, p->una)) /* kept within 2^31 of una, where serial comparison holds */
+        p->sack_hi = p->una - 1;
+    if (a.have_sample)
+        rtt_sample(r, p, now - a.sample_ts);
+    if (p->acknow_out && seq_lt(p->acknow_seq, p->una))
+        p->acknow_out = 0;
+    if (a.have_newest)
+        detect_losses(r, p, h, &a, now);
+    if (a.progress) { /* the peer is there: the RTO need not stay backed off */
+        p->backoff = 0;
+        arm_rto(r, p, now);
+    }
+    update_probe(r, p, now);
+    return 0;
+}
+
+/* ---- data received ------------------------------------------------------------- */
+
+static void ready_push(struct rel *r, struct peer *p)
+{
+    p->ready = 1;
+    p->next_ready = NULL;
+    if (r->ready_tail)
+        r->ready_tail->next_ready = p;
+    else
+        r->ready_head = p;
+    r->ready_tail = p;
+}
+
+static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wire_header *h,
+                                 const void *payload, uint64_t now)
+{
+    uint32_t mask = r->cfg.rcv_buf - 1, end = p->consumed + r->cfg.rcv_buf;
+    if (seq_le(h->seq, p->rcv_ack) || (seq_le(h->seq, end) && p->rx[h->seq & mask].present)) {
+        want_ack(p, now); /* the ACK that would have stopped it was lost */
+        return WIRE_DROP_DUPLICATE;
+    }
+    if (seq_lt(end, h->seq)) {
+        want_ack(p, now); /* tell the sender its credits again */
+        return WIRE_DROP_WINDOW;
+    }
+    void *copy = h->len ? malloc(h->len) : NULL;
+    if (h->len && !copy) {
+        r->stats.nomem++;
+        return WIRE_DROP_WINDOW;
+    }
+    if (h->len)
+        memcpy(copy, payload, h->len);
+    p->rx[h->seq & mask] = (struct rx_slot){.data = copy, .len = h->len, .present = 1};
+    if (h->seq != p->rcv_ack + 1) {
+        /* SACK at once when a hole opens and when DUPTHRESH packets are
+         * beyond it (the sender's loss detection needs no more), then at
+         * the pace of in-order data */
+        p->ooo++;
+        want_ack(p, p->ooo == 1 || p->ooo == DUPTHRESH ? now : add_sat(now, r->cfg.ack_delay_ns));
+        return WIRE_OK;
+    }
+    int filled_hole = p->ooo > 0;
+    for (p->rcv_ack++; seq_le(p->rcv_ack + 1, end) && p->rx[(p->rcv_ack + 1) & mask].present; p->rcv_ack++)
+        p->ooo--;
+    if (!p->ready)
+        ready_push(r, p);
+    /* in order: wait a little for a packet to carry the ack, unless asked */
+    int urgent = filled_hole || (h->flags & WIRE_F_ACK_NOW);
+    want_ack(p, urgent ? now : add_sat(now, r->cfg.ack_delay_ns));
+    return WIRE_OK;
+}
+
+static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, const void *payload)
+{
+    if (r->bq_len == r->cfg.rcv_buf)
+        return WIRE_DROP_WINDOW;
+    void *copy = h->len ? malloc(h->len) : NULL;
+    if (h->len && !copy) {
+        r->stats.nomem++;
+        return WIRE_DROP_WINDOW;
+    }
+    if (h->len)
+        memcpy(copy, payload, h->len);
+    r->bq[(r->bq_head + r->bq_len++) & (r->cfg.rcv_buf - 1)] = (struct bcast_msg){h->src, h->len, copy};
+    return WIRE_OK;
+}
+
+static enum wire_verdict check_incarnation(struct rel *r, struct peer *p, const struct wire_header *h)
+{
+    if (p->dead || (h->dst_inc && h->dst_inc != r->cfg.incarnation))
+        return WIRE_DROP_INCARNATION;
+    if (!p->inc)
+        p->inc = h->src_inc;
+    if (h->src_inc == p->inc)
+        return WIRE_OK;
+    if (seq_lt(p->inc, h->src_inc))
+        declare_dead(r, p, REL_DEAD_RESTARTED);
+    return WIRE_DROP_INCARNATION;
+}
+
+static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *payload, uint64_t now)
+{
+    struct peer *p = peer_get(r, h->src, now);
+    if (!p) {
+        r->stats.nomem++;
+        return WIRE_DROP_WINDOW;
+    }
+    enum wire_verdict v = check_incarnation(r, p, h);
+    if (v != WIRE_OK)
+        return v;
+    if (h->type != WIRE_BCAST && rx_ack(r, p, h, now))
+        return WIRE_DROP_WINDOW;
+    p->last_rx = now;
+    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
+    p->ka_first = REL_NEVER;
+    if (h->type == WIRE_DATA)
+        v = rx_data(r, p, h, payload, now);
+    else if (h->type == WIRE_KEEPALIVE)
+        want_ack(p, now);
+    else if (h->type == WIRE_BCAST)
+        v = rx_bcast(r, h, payload);
+    note_deadline(r, p);
+    return v;
+}
+
+/* ---- the API ---------------------------------------------------------------------- */
+
+int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_io *io, void *ctx)
+{
+    const char *bad = config_error(cfg);
+    if (bad) {
+        LOG(LOG_ERROR, "net: bad reliability configuration: %s", bad);
+        return SHOAL_EINVAL;
+    }
+    struct rel *r = calloc(1, sizeof *r);
+    if (!r)
+        return SHOAL_ENOMEM;
+    *r = (struct rel){.cfg = *cfg, .io = *io, .ctx = ctx, .next_due = REL_NEVER,
+                      .pkt_cap = WIRE_HEADER_BYTES + cfg->max_payload,
+                      .expect = {.job = cfg->job, .key = cfg->key, .self = cfg->self, .nranks = cfg->nranks,
+                                 .need_checksum = cfg->need_checksum}};
+    r->peers = calloc(cfg->nranks, sizeof *r->peers);
+    r->bq = calloc(cfg->rcv_buf, sizeof *r->bq);
+    r->pkt = malloc(r->pkt_cap);
+    if (!r->peers || !r->bq || !r->pkt) {
+        rel_destroy(r);
+        return SHOAL_ENOMEM;
+    }
+    *out = r;
+    return SHOAL_OK;
+}
+
+void rel_destroy(struct rel *r)
+{
+    if (!r)
+        return;
+    for (struct peer *p = r->active, *next; p; p = next) {
+        next = p->next_active;
+        for (uint32_t i = 0; i < r->cfg.window; i++)
+            free(p->tx[i].data);
+        for (uint32_t i = 0; i < r->cfg.rcv_buf; i++)
+            free(p->rx[i].data);
+        free(p->tx);
+        free(p->rx);
+        free(p);
+    }
+    for (uint32_t i = 0; i < r->bq_len; i++)
+        free(r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)].data);
+    free(r->bq);
+    free(r->peers);
+    free(r->pkt);
+    free(r);
+}
+
+/* Whether p can take one more packet now. */
+static int admit(struct rel *r, struct peer *p, uint64_t now)
+{
+    if (p->dead)
+        return SHOAL_EPEERDEAD;
+    if (p->nxt - p->una >= r->cfg.window) {
+        r->stats.eagain_window++;
+        return SHOAL_EAGAIN;
+    }
+    if (seq_lt(p->limit, p->nxt)) {
+        r->stats.eagain_credits++;
+        p->blocked = 1;
+        update_probe(r, p, now);
+        note_deadline(r, p);
+        return SHOAL_EAGAIN;
+    }
+    return SHOAL_OK;
+}
+
+int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now)
+{
+    if (peer >= r->cfg.nranks || peer == r->cfg.self || len > r->cfg.max_payload)
+        return SHOAL_EINVAL;
+    struct peer *p = peer_get(r, peer, now);
+    int rc = p ? admit(r, p, now) : SHOAL_ENOMEM;
+    void *copy = rc == SHOAL_OK && len ? malloc(len) : NULL;
+    if (rc == SHOAL_OK && len && !copy)
+        rc = SHOAL_ENOMEM;
+    if (rc == SHOAL_ENOMEM)
+        r->stats.nomem++;
+    if (rc != SHOAL_OK)
+        return rc;
+    if (len)
+        memcpy(copy, payload, len);
+    uint32_t seq = p->nxt++;
+    struct tx_slot *t = &p->tx[seq & (r->cfg.window - 1)];
+    *t = (struct tx_slot){.data = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
+    txl_stamp(p, t, now);
+    if (p->rto_due == REL_NEVER)
+        arm_rto(r, p, now);
+    r->stats.sent++;
+    send_packet(r, p, WIRE_DATA, ack_request(r, p, seq), seq, copy, t->len);
+    note_deadline(r, p);
+    return SHOAL_OK;
+}
+
+int rel_bcast(struct rel *r, const void *payload, size_t len)
+{
+    if (len > r->cfg.max_payload)
+        return SHOAL_EINVAL;
+    struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
+                            .dst = WIRE_BROADCAST, .src_inc = r->cfg.incarnation, .len = (uint16_t)len};
+    size_t n = wire_encode(r->pkt, r->pkt_cap, &h, payload, r->cfg.need_checksum);
+    r->stats.bcasts_sent++;
+    r->io.xmit(r->ctx, WIRE_BROADCAST, r->pkt, n);
+    return SHOAL_OK;
+}
+
+enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t now)
+{
+    struct wire_header h;
+    enum wire_verdict v = wire_decode(pkt, len, &r->expect, &h);
+    if (v == WIRE_OK)
+        v = accept(r, &h, (const unsigned char *)pkt + WIRE_HEADER_BYTES, now);
+    if (v == WIRE_OK)
+        r->stats.received++;
+    else
+        r->stats.dropped[v]++;
+    return v;
+}
+
+/* RTO expiry: nothing was acknowledged for an RTO.  Resend the oldest
+ * unacknowledged packet, and the holes below the highest SACKed packet (a
+ * retransmission that was lost again: only an ACK of something sent after
+ * it could reveal that), then double the RTO.  A silent peer thus gets one
+ * packet per RTO. */
+static void on_rto(struct rel *r, struct peer *p, uint64_t now)
+{
+    uint32_t last = seq_lt(p->una, p->sack_hi) ? p->sack_hi - 1 : p->una;
+    if (seq_lt(p->una - 1 + SACK_SPAN, last))
+        last = p->una - 1 + SACK_SPAN;
+    int sent = 0;
+    r->stats.timeouts++;
+    p->backoff += p->backoff < MAX_BACKOFF;
+    for (uint32_t s = p->una; seq_le(s, last); s++) {
+        struct tx_slot *t = &p->tx[s & (r->cfg.window - 1)];
+        if (t->state == TX_INFLIGHT) {
+            retransmit(r, p, t, now);
+            sent = 1;
+        }
+    }
+    if (!sent) /* a peer SACKed the oldest packets, then lost them */
+        retransmit(r, p, &p->tx[p->tx_head], now);
+    arm_rto(r, p, now);
+}
+
+static void service(struct rel *r, struct peer *p, uint64_t now)
+{
+    if (now >= dead_due(r, p)) {
+        declare_dead(r, p, REL_DEAD_SILENT);
+        return;
+    }
+    if (now >= p->rto_due)
+        on_rto(r, p, now);
+    if (now >= p->probe_due) {
+        r->stats.probes_sent++;
+        p->probe_backoff += p->probe_backoff < MAX_BACKOFF;
+        p->probe_due = add_sat(now, rto_of(r, p, p->probe_backoff));
+        send_keepalive(r, p, now);
+    }
+    if (now >= p->ka_due) {
+        r->stats.keepalives_sent++;
+        send_keepalive(r, p, now);
+    }
+    if (now >= p->ack_due) { /* last: the packets above carried the ack if they went */
+        r->stats.acks_sent++;
+        send_packet(r, p, WIRE_ACK, 0, 0, NULL, 0);
+    }
+}
+
+void rel_tick(struct rel *r, uint64_t now)
+{
+    if (now < r->next_due)
+        return;
+    uint64_t next = REL_NEVER;
+    for (struct peer *p = r->active; p; p = p->next_active) {
+        if (!p->dead)
+            service(r, p, now);
+        next = min64(next, peer_deadline(r, p));
+    }
+    r->next_due = next;
+}
+
+uint64_t rel_next_deadline(const struct rel *r)
+{
+    return r->next_due;
+}
+
+int rel_recv(struct rel *r, struct rel_msg *m)
+{
+    if (r->cur != CUR_DATA && r->bq_len) {
+        const struct bcast_msg *b = &r->bq[r->bq_head];
+        *m = (struct rel_msg){.peer = b->src, .bcast = 1, .data = b->data, .len = b->len};
+        r->cur = CUR_BCAST;
+        return SHOAL_OK;
+    }
+    struct peer *p = r->ready_head;
+    if (!p)
+        return SHOAL_EAGAIN;
+    const struct rx_slot *s = &p->rx[(p->consumed + 1) & (r->cfg.rcv_buf - 1)];
+    *m = (struct rel_msg){.peer = p->rank, .data = s->data, .len = s->len};
+    r->cur = CUR_DATA;
+    return SHOAL_OK;
+}
+
+static void release_bcast(struct rel *r)
+{
+    free(r->bq[r->bq_head].data);
+    r->bq_head = (r->bq_head + 1) & (r->cfg.rcv_buf - 1);
+    r->bq_len--;
+}
+
+/* Takes the head peer's oldest in-order packet; the peer goes to the back
+ * of the list if it has more (round-robin).  Announces the freed room when
+ * the sender may be short of credits (less than half the buffer left as
+ * last advertised) and half the buffer opened since. */
+static void release_data(struct rel *r, uint64_t now)
+{
+    struct peer *p = r->ready_head;
+    struct rx_slot *s = &p->rx[++p->consumed & (r->cfg.rcv_buf - 1)];
+    free(s->data);
+    *s = (struct rx_slot){0};
+    r->ready_head = p->next_ready;
+    if (!r->ready_head)
+        r->ready_tail = NULL;
+    p->ready = 0;
+    if (p->consumed != p->rcv_ack)
+        ready_push(r, p);
+    uint32_t half = r->cfg.rcv_buf / 2;
+    if (!p->dead && p->adv_limit - p->rcv_ack < half && p->consumed + r->cfg.rcv_buf - p->adv_limit >= half) {
+        want_ack(p, now);
+        note_deadline(r, p);
+    }
+}
+
+void rel_release(struct rel *r, uint64_t now)
+{
+    if (r->cur == CUR_BCAST)
+        release_bcast(r);
+    else if (r->cur == CUR_DATA)
+        release_data(r, now);
+    else
+        return;
+    r->cur = CUR_NONE;
+    r->stats.delivered++;
+}
+
+const struct rel_stats *rel_stats(const struct rel *r)
+{
+    return &r->stats;
+}
+
+void rel_peer_info(const struct rel *r, uint32_t peer, struct rel_peer_info *info)
+{
+    const struct peer *p = peer < r->cfg.nranks ? r->peers[peer] : NULL;
+    *info = (struct rel_peer_info){0};
+    if (!p)
+        return;
+    *info = (struct rel_peer_info){
+        .known = 1, .dead = p->dead, .incarnation = p->inc, .unacked = p->nxt - p->una,
+        .held = p->rcv_ack - p->consumed + p->ooo, .srtt_ns = p->srtt, .rttvar_ns = p->rttvar,
+        .rto_ns = rto_of(r, p, p->backoff)};
+}
