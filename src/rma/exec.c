@@ -55,7 +55,7 @@ static void unlock(_Atomic uint32_t *w)
     atomic_store_explicit(w, 0, memory_order_release);
 }
 
-static uint64_t apply(enum shoal_aop op, enum shoal_atype type, uint64_t *p, uint64_t v)
+uint64_t rma_atomic(enum shoal_aop op, enum shoal_atype type, uint64_t *p, uint64_t v)
 {
     if (type == SHOAL_DOUBLE && op == SHOAL_AOP_ADD) {
         uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED), sum;
@@ -90,7 +90,7 @@ static int fetch_op(int rank, const struct rma_cmd *c, char *p, struct rma_resul
     const uint64_t *v = c->data;
     uint64_t *old = res->data;
     for (uint64_t i = 0; i < c->n; i++) {
-        uint64_t o = apply(op, type, (uint64_t *)p + i, v[i]);
+        uint64_t o = rma_atomic(op, type, (uint64_t *)p + i, v[i]);
         if (old)
             old[i] = o;
     }

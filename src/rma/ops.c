@@ -461,41 +461,50 @@ static int aligned_offset(size_t off)
     return off & 7u ? SHOAL_EALIGN : SHOAL_OK;
 }
 
-/* The blocking small put and get on mapped memory, which latency-bound
- * code issues most: the same check, no command record.  Anything else, a
- * refusal included, takes the general path (which counts it). */
+/* The small put and get and the one-element fetch-op on mapped memory,
+ * blocking or coloured, which
+ * latency- and rate-bound code issues most: the same check, no command
+ * record (a direct command completes in its call, so a colour's issued and
+ * completed counts move together).  Anything else, a refusal included,
+ * takes the general path (which counts it). */
 #define FAST_MAX 64u
+#define FAST_FLAGS 0xf00u /* the colour */
 static inline __attribute__((always_inline)) char *fast_direct(shoal_rmem_t m, size_t off, size_t n, unsigned flags,
                                                                const shoal_handle_t *h, unsigned perm)
 {
     char *base;
     uint64_t size;
-    if (flags | (uintptr_t)h || n > FAST_MAX || !rma.direct || (unsigned)m.rank >= (unsigned)rma.nranks ||
+    if ((flags & ~FAST_FLAGS) | (uintptr_t)h || n > FAST_MAX || !rma.direct || (unsigned)m.rank >= (unsigned)rma.nranks ||
         !rma.hdr[m.rank] || rma_check(m.rank, m.id, m.key, perm, off, n, &base, &size) != SHOAL_OK)
         return NULL;
     return base + off;
 }
 
-static inline __attribute__((always_inline)) void fast_done(void)
+static inline __attribute__((always_inline)) void fast_done(unsigned flags)
 {
+    unsigned c = color_of(flags);
+    if (c) {
+        ops.issued[c]++;
+        ops.completed[c]++;
+    }
     rma_quiescent_tick();
     am.stats.rma_direct++;
 }
 
-static inline __attribute__((always_inline)) void fast_copy(void *dst, const void *src, size_t n)
+static inline __attribute__((always_inline)) void fast_copy(void *dst, const void *src, size_t n, unsigned flags)
 {
     if (n == 8)
         memcpy(dst, src, 8); /* one load and one store, no call */
     else
         memcpy(dst, src, n);
-    fast_done();
+    fast_done(flags);
 }
 
 int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n, unsigned flags, shoal_handle_t *h)
 {
     char *p = fast_direct(dst, off, n, flags, h, SHOAL_MEM_WRITE);
     if (UTIL_LIKELY(p && src)) {
-        fast_copy(p, src, n);
+        fast_copy(p, src, n, flags);
         return SHOAL_OK;
     }
     struct rma_cmd c = cmd_for(RMA_PUT, dst, off, n, src);
@@ -517,7 +526,7 @@ int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n, unsigned flags,
 {
     char *p = fast_direct(src, off, n, flags, h, SHOAL_MEM_READ);
     if (UTIL_LIKELY(p && dst)) {
-        fast_copy(dst, p, n);
+        fast_copy(dst, p, n, flags);
         return SHOAL_OK;
     }
     struct rma_cmd c = cmd_for(RMA_GET, src, off, n, NULL);
@@ -536,6 +545,16 @@ int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_aty
         rc = SHOAL_ETOOBIG;
     else
         rc = aligned_offset(off);
+    char *p = !rc && count == 1 ? fast_direct(m, off, 8, flags, h, SHOAL_MEM_ATOMIC) : NULL;
+    if (p && !((uintptr_t)p & 7u)) { /* one element: the fast path, as put's */
+        uint64_t v, o;
+        memcpy(&v, operands, 8);
+        o = rma_atomic(op, type, (uint64_t *)p, v);
+        if (old)
+            memcpy(old, &o, 8);
+        fast_done(flags);
+        return SHOAL_OK;
+    }
     struct rma_cmd c = cmd_for(RMA_FETCH_OP, m, off, count, operands);
     c.a = (uint64_t)op;
     c.b = (uint64_t)type;
@@ -550,7 +569,7 @@ int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
         int64_t o = __atomic_fetch_add((int64_t *)p, add, __ATOMIC_SEQ_CST);
         if (old)
             *old = o;
-        fast_done();
+        fast_done(0);
         return SHOAL_OK;
     }
     return shoal_fetch_op(m, off, SHOAL_AOP_ADD, SHOAL_INT64, &add, old, 1, 0, NULL);

@@ -99,6 +99,10 @@ struct rma_result {
 #define RMA_NOT_HERE 1
 int rma_execute(int rank, const struct rma_cmd *c, struct rma_result *res);
 
+/* One element of a fetch-op, as one CPU atomic on resolved memory; returns
+ * the previous value (exec.c). */
+uint64_t rma_atomic(enum shoal_aop op, enum shoal_atype type, uint64_t *p, uint64_t v);
+
 /* FIFO and signal structures (fifo.c, signal.c) on resolved memory. */
 int rma_fifo_enqueue(char *seg, uint64_t seg_size, uint64_t off, int src, const void *data, size_t n,
                      int retry);
