@@ -388,11 +388,11 @@ static shoal_mem_t rmem;          /* this rank's segment */
 static unsigned char *rbase;      /* its local view */
 static shoal_rmem_t rpeer[2];     /* every rank's descriptor */
 static int rdirect;               /* commands to the peer run here */
-static uint64_t pp_seq;           /* put/putflag ping-pong sequence, same on both ranks */
+static uint64_t pp_seq;           /* put/putflag ping-pong sequence (they share a landing area) */
 static uint64_t ff_seq, sig_seq;  /* fifo and signal ping-pong sequences */
 static uint64_t atom_done;        /* rank 0: operations done on rank 1's word */
 static volatile uint64_t sig_count, sig_value; /* handler runs so far, last datum */
-static uint64_t sig_taken; /* of them consumed by signal_pingpong (a barrier's polling can run
+static uint64_t sig_taken; /* of them consumed by signal_await (a barrier's polling can run
                               the handler for the next batch's first signal early) */
 static volatile int sig_src;
 static volatile size_t sig_len;
@@ -495,86 +495,91 @@ static void rma_teardown(void)
     check(shoal_mem_destroy(rmem), "shoal_mem_destroy");
 }
 
-/* n round trips of blocking puts of `size` bytes (putflag: shoal_put_flag
- * of 8 bytes); rank 0 returns the elapsed seconds. */
-static double put_pingpong(int flag, unsigned char *src, size_t size, long n)
+/* n round trips of a ping-pong: rank 0 sends first, rank 1 waits first,
+ * each half carrying the next value of *seq (the same on both ranks);
+ * rank 0 returns the elapsed seconds.  Inlined at every call, so the halves
+ * are direct code, not calls through pointers, inside the timed loop. */
+static inline __attribute__((always_inline)) double rma_pingpong(void (*await)(uint64_t v), void (*send)(uint64_t v), uint64_t *seq, long n)
 {
-    int peer = 1 - rank;
-    size_t mine = LANDING((unsigned)rank), theirs = LANDING((unsigned)peer);
-    size_t word = mine + (flag ? PF_FLAG : size - 8);
-    const char *what = flag ? "the put_flag's flag" : "the put's last word";
     double t0 = bench_now();
     for (long i = 0; i < n; i++) {
-        uint64_t v = ++pp_seq;
+        uint64_t v = ++*seq;
         for (int turn = 0; turn < 2; turn++) {
-            if (turn == (rank == 0)) { /* rank 0 sends first, rank 1 waits first */
-                await_word(word, v, what);
-                if (flag && *(const volatile uint64_t *)(rbase + mine) != v)
-                    shoal_abort(1, "putflag: flag %llu seen with data %llu", (unsigned long long)v,
-                                (unsigned long long)*(const volatile uint64_t *)(rbase + mine));
-            } else if (flag) {
-                check(shoal_put_flag(rpeer[peer], theirs, &v, sizeof v, theirs + PF_FLAG, v, 0, NULL),
-                      "shoal_put_flag");
-            } else {
-                memcpy(src + size - 8, &v, sizeof v);
-                check(shoal_put(rpeer[peer], theirs, src, size, 0, NULL), "shoal_put");
-            }
+            if (turn == (rank == 0))
+                await(v);
+            else
+                send(v);
         }
     }
     return rank == 0 ? bench_now() - t0 : 0;
 }
 
-/* n round trips of 8-byte FIFO entries. */
-static double fifo_pingpong(long n)
+/* Blocking puts of put_size bytes from put_src, the last word the value. */
+static unsigned char *put_src;
+static size_t put_size;
+
+static void put_await(uint64_t v)
 {
-    int peer = 1 - rank;
-    double t0 = bench_now();
-    for (long i = 0; i < n; i++) {
-        uint64_t v = ++ff_seq;
-        for (int turn = 0; turn < 2; turn++) {
-            if (turn == (rank == 0)) {
-                uint64_t got = 0;
-                size_t len = 0;
-                int src = -1, rc;
-                SPIN_UNTIL((rc = shoal_fifo_dequeue(rmem, STRUCT_OFF, &got, sizeof got, &len, &src)) !=
-                               SHOAL_EAGAIN,
-                           !rdirect, "a FIFO entry", v);
-                check(rc, "shoal_fifo_dequeue");
-                if (src != peer || len != sizeof got || got != v)
-                    shoal_abort(1, "shoal_fifo_dequeue: entry from rank %d, %zu bytes, value %llu; "
-                                "expected rank %d, 8 bytes, value %llu",
-                                src, len, (unsigned long long)got, peer, (unsigned long long)v);
-            } else {
-                check(shoal_fifo_enqueue(rpeer[peer], STRUCT_OFF, &v, sizeof v, 0, NULL),
-                      "shoal_fifo_enqueue");
-            }
-        }
-    }
-    return rank == 0 ? bench_now() - t0 : 0;
+    await_word(LANDING((unsigned)rank) + put_size - 8, v, "the put's last word");
 }
 
-/* n round trips of 8-byte signals; the handler runs in shoal_poll. */
-static double signal_pingpong(long n)
+static void put_send(uint64_t v)
+{
+    memcpy(put_src + put_size - 8, &v, sizeof v);
+    check(shoal_put(rpeer[1 - rank], LANDING((unsigned)(1 - rank)), put_src, put_size, 0, NULL), "shoal_put");
+}
+
+/* shoal_put_flag of 8 bytes, the flag after them; the data is checked. */
+static void putflag_await(uint64_t v)
+{
+    size_t mine = LANDING((unsigned)rank);
+    await_word(mine + PF_FLAG, v, "the put_flag's flag");
+    uint64_t data = *(const volatile uint64_t *)(rbase + mine);
+    if (data != v)
+        shoal_abort(1, "putflag: flag %llu seen with data %llu", (unsigned long long)v, (unsigned long long)data);
+}
+
+static void putflag_send(uint64_t v)
+{
+    size_t theirs = LANDING((unsigned)(1 - rank));
+    check(shoal_put_flag(rpeer[1 - rank], theirs, &v, sizeof v, theirs + PF_FLAG, v, 0, NULL), "shoal_put_flag");
+}
+
+/* 8-byte FIFO entries, each checked for sender, length and value. */
+static void fifo_await(uint64_t v)
+{
+    uint64_t got = 0;
+    size_t len = 0;
+    int src = -1, rc, peer = 1 - rank;
+    SPIN_UNTIL((rc = shoal_fifo_dequeue(rmem, STRUCT_OFF, &got, sizeof got, &len, &src)) != SHOAL_EAGAIN,
+               !rdirect, "a FIFO entry", v);
+    check(rc, "shoal_fifo_dequeue");
+    if (src != peer || len != sizeof got || got != v)
+        shoal_abort(1, "shoal_fifo_dequeue: entry from rank %d, %zu bytes, value %llu; "
+                    "expected rank %d, 8 bytes, value %llu",
+                    src, len, (unsigned long long)got, peer, (unsigned long long)v);
+}
+
+static void fifo_send(uint64_t v)
+{
+    check(shoal_fifo_enqueue(rpeer[1 - rank], STRUCT_OFF, &v, sizeof v, 0, NULL), "shoal_fifo_enqueue");
+}
+
+/* 8-byte signals; the handler runs in shoal_poll and records what came. */
+static void signal_await(uint64_t v)
 {
     int peer = 1 - rank;
-    double t0 = bench_now();
-    for (long i = 0; i < n; i++) {
-        uint64_t v = ++sig_seq;
-        for (int turn = 0; turn < 2; turn++) {
-            if (turn == (rank == 0)) {
-                SPIN_UNTIL(sig_count != sig_taken, 1, "a signal", v);
-                if (++sig_taken != sig_count || sig_src != peer || sig_len != sizeof v || sig_value != v)
-                    shoal_abort(1, "signal handler ran %llu times for one signal; last from rank %d, "
-                                "%zu bytes, value %llu; expected rank %d, 8 bytes, value %llu",
-                                (unsigned long long)(sig_count - sig_taken + 1), sig_src, (size_t)sig_len,
-                                (unsigned long long)sig_value, peer, (unsigned long long)v);
-            } else {
-                check(shoal_signal(rpeer[peer], STRUCT_OFF, &v, sizeof v, 0, SHOAL_STATUS_FAILURES, NULL),
-                      "shoal_signal");
-            }
-        }
-    }
-    return rank == 0 ? bench_now() - t0 : 0;
+    SPIN_UNTIL(sig_count != sig_taken, 1, "a signal", v);
+    if (++sig_taken != sig_count || sig_src != peer || sig_len != sizeof v || sig_value != v)
+        shoal_abort(1, "signal handler ran %llu times for one signal; last from rank %d, "
+                    "%zu bytes, value %llu; expected rank %d, 8 bytes, value %llu",
+                    (unsigned long long)(sig_count - sig_taken + 1), sig_src, (size_t)sig_len,
+                    (unsigned long long)sig_value, peer, (unsigned long long)v);
+}
+
+static void signal_send(uint64_t v)
+{
+    check(shoal_signal(rpeer[1 - rank], STRUCT_OFF, &v, sizeof v, 0, SHOAL_STATUS_FAILURES, NULL), "shoal_signal");
 }
 
 /* n back-to-back operations of rank 0 on rank 1's memory (rank 1 returns
@@ -681,14 +686,16 @@ static void run_notify(const struct bench_opts *o, unsigned char *src)
     if (strcmp(o->test, "put") == 0) {
         for (size_t s = o->min_size; s <= o->max_size; s *= 2) {
             long ns = bench_iters_for(o, s);
-            BATCHES(o, v, put_pingpong(0, src, s, ns));
+            put_src = src;
+            put_size = s;
+            BATCHES(o, v, rma_pingpong(put_await, put_send, &pp_seq, ns));
             scale(v, o->batches, 1e6 / (double)ns / 2);
             emit(o, "put_lat", s, "us", ns, v);
         }
         return;
     }
     if (strcmp(o->test, "putflag") == 0) {
-        BATCHES(o, v, put_pingpong(1, NULL, 8, n));
+        BATCHES(o, v, rma_pingpong(putflag_await, putflag_send, &pp_seq, n));
         scale(v, o->batches, 1e6 / (double)n / 2);
         emit(o, "putflag_lat", 8, "us", n, v);
         return;
@@ -696,9 +703,9 @@ static void run_notify(const struct bench_opts *o, unsigned char *src)
     int fifo = strcmp(o->test, "fifo") == 0;
     for (int b = -1; b < o->batches; b++) {
         check(shoal_barrier(), "barrier");
-        double tb = fifo ? put_pingpong(1, NULL, 8, n) : 0; /* one baseline per round is enough */
+        double tb = fifo ? rma_pingpong(putflag_await, putflag_send, &pp_seq, n) : 0; /* one baseline per round */
         check(shoal_barrier(), "barrier");
-        double t = fifo ? fifo_pingpong(n) : signal_pingpong(n);
+        double t = fifo ? rma_pingpong(fifo_await, fifo_send, &ff_seq, n) : rma_pingpong(signal_await, signal_send, &sig_seq, n);
         if (b >= 0) {
             base[b] = tb;
             v[b] = t;

@@ -1,5 +1,6 @@
 /* The raw Ethernet carrier (net/eth.h). */
 #include "net/eth.h"
+#include "net/sock.h"
 #include "net/wire.h"
 #include "util/util.h"
 #include "shoal.h"
@@ -13,8 +14,6 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#define ETH_BATCH 64u
 
 const struct eth_endpoint eth_broadcast = {{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 
@@ -58,15 +57,13 @@ int eth_open(struct eth_sock *s, const char *name, int sockbuf)
         LOG(LOG_ERROR, "binding the raw socket to %s: %s", name, strerror(errno));
         rc = SHOAL_ESYS;
     }
-    int one = 1; /* our own frames are not news (older kernels: eth_recv skips them) */
-    if (!rc)
-        setsockopt(s->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
-    if (!rc && sockbuf > 0) {
-        if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sockbuf, sizeof sockbuf) != 0)
-            setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf);
-        if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sockbuf, sizeof sockbuf) != 0)
-            setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf);
+    int one = 1; /* our own frames are not news (Linux 4.20 and later) */
+    if (!rc && setsockopt(s->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0) {
+        LOG(LOG_ERROR, "the raw socket cannot ignore its own frames: %s", strerror(errno));
+        rc = SHOAL_ESYS;
     }
+    if (!rc)
+        sock_set_buffers(s->fd, sockbuf);
     if (rc)
         eth_close(s);
     return rc;
@@ -81,29 +78,21 @@ void eth_close(struct eth_sock *s)
 
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
 {
-    struct mmsghdr msgs[ETH_BATCH];
-    struct iovec iov[ETH_BATCH];
-    struct sockaddr_ll to[ETH_BATCH];
+    struct mmsghdr msgs[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH];
+    struct sockaddr_ll to[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
-        unsigned k = n - done < ETH_BATCH ? n - done : ETH_BATCH;
+        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
         for (unsigned i = 0; i < k; i++) {
             to[i] = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
                                          .sll_ifindex = s->ifindex, .sll_halen = 6};
             memcpy(to[i].sll_addr, f[done + i].peer.mac, 6);
-            iov[i] = (struct iovec){f[done + i].buf, f[done + i].len};
-            msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[i], .msg_namelen = sizeof to[i],
-                                                   .msg_iov = &iov[i], .msg_iovlen = 1}};
+            sock_msg(&msgs[i], &iov[i], f[done + i].buf, f[done + i].len, &to[i], sizeof to[i]);
         }
-        int sent = sendmmsg(s->fd, msgs, k, 0);
-        if (sent < 0) {
-            if (errno == EAGAIN || errno == ENOBUFS)
-                break;
-            if (errno == EINTR)
-                continue;
-            LOG(LOG_ERROR, "sendmmsg on the raw socket: %s", strerror(errno));
-            return SHOAL_ESYS;
-        }
+        int sent = sock_send(s->fd, msgs, k, "raw Ethernet");
+        if (sent < 0)
+            return sent;
         done += (unsigned)sent;
         if ((unsigned)sent < k)
             break;
@@ -125,28 +114,16 @@ static size_t trimmed(const unsigned char *p, size_t n)
 
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
 {
-    struct mmsghdr msgs[ETH_BATCH];
-    struct iovec iov[ETH_BATCH];
-    struct sockaddr_ll from[ETH_BATCH];
-    unsigned k = n < ETH_BATCH ? n : ETH_BATCH, out = 0;
-    for (unsigned i = 0; i < k; i++) {
-        iov[i] = (struct iovec){f[i].buf, f[i].len};
-        msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = sizeof from[i],
-                                               .msg_iov = &iov[i], .msg_iovlen = 1}};
-    }
-    int got = recvmmsg(s->fd, msgs, k, MSG_DONTWAIT, NULL);
-    if (got < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+    struct mmsghdr msgs[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH];
+    struct sockaddr_ll from[SOCK_BATCH];
+    unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
+    for (unsigned i = 0; i < k; i++)
+        sock_msg(&msgs[i], &iov[i], f[i].buf, f[i].len, &from[i], sizeof from[i]);
+    int got = sock_recv(s->fd, msgs, k);
     for (int i = 0; i < got; i++) {
-        if (from[i].sll_pkttype == PACKET_OUTGOING)
-            continue; /* our own frame, looped back to the socket */
-        if ((unsigned)i != out) { /* compact: the buffers stay where they were */
-            void *buf = f[out].buf;
-            memcpy(buf, f[i].buf, msgs[i].msg_len);
-        }
-        f[out].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : trimmed(f[out].buf, msgs[i].msg_len);
-        memcpy(f[out].peer.mac, from[i].sll_addr, 6);
-        out++;
+        f[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : trimmed(f[i].buf, msgs[i].msg_len);
+        memcpy(f[i].peer.mac, from[i].sll_addr, 6);
     }
-    return (int)out;
+    return got;
 }

@@ -32,7 +32,8 @@ extern const struct eth_endpoint eth_broadcast;
  * have no addresses to match). */
 int eth_open(struct eth_sock *s, const char *name, int sockbuf);
 void eth_close(struct eth_sock *s);
-/* As udp_send / udp_recv; frames this socket sent itself are skipped. */
+/* As udp_send / udp_recv; the kernel never hands back frames this socket
+ * sent itself (PACKET_IGNORE_OUTGOING, which eth_open requires). */
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n);
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n);
 

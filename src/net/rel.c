@@ -485,6 +485,22 @@ static void ready_push(struct rel *r, struct peer *p)
     r->ready_tail = p;
 }
 
+/* A received payload kept until the AM layer takes it (NULL when empty);
+ * 0 when memory ran out, counted (the packet is dropped as if beyond the
+ * window, and the sender will resend it). */
+static int copy_payload(struct rel *r, const struct wire_header *h, const void *payload, void **copy)
+{
+    *copy = NULL;
+    if (!h->len)
+        return 1;
+    if (!(*copy = malloc(h->len))) {
+        r->stats.nomem++;
+        return 0;
+    }
+    memcpy(*copy, payload, h->len);
+    return 1;
+}
+
 static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wire_header *h,
                                  const void *payload, uint64_t now)
 {
@@ -497,13 +513,9 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
         want_ack(p, now); /* tell the sender its credits again */
         return WIRE_DROP_WINDOW;
     }
-    void *copy = h->len ? malloc(h->len) : NULL;
-    if (h->len && !copy) {
-        r->stats.nomem++;
+    void *copy;
+    if (!copy_payload(r, h, payload, &copy))
         return WIRE_DROP_WINDOW;
-    }
-    if (h->len)
-        memcpy(copy, payload, h->len);
     p->rx[h->seq & mask] = (struct rx_slot){.data = copy, .len = h->len, .present = 1};
     if (h->seq != p->rcv_ack + 1) {
         /* SACK at once when a hole opens and when DUPTHRESH packets are
@@ -528,13 +540,9 @@ static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, co
 {
     if (r->bq_len == r->cfg.rcv_buf)
         return WIRE_DROP_WINDOW;
-    void *copy = h->len ? malloc(h->len) : NULL;
-    if (h->len && !copy) {
-        r->stats.nomem++;
+    void *copy;
+    if (!copy_payload(r, h, payload, &copy))
         return WIRE_DROP_WINDOW;
-    }
-    if (h->len)
-        memcpy(copy, payload, h->len);
     r->bq[(r->bq_head + r->bq_len++) & (r->cfg.rcv_buf - 1)] = (struct bcast_msg){h->src, h->len, copy};
     return WIRE_OK;
 }

@@ -1,5 +1,6 @@
 /* The UDP carrier (net/udp.h). */
 #include "net/udp.h"
+#include "net/sock.h"
 #include "util/util.h"
 #include "shoal.h"
 
@@ -12,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define UDP_BATCH 64u
 
 static void endpoint_of(const struct sockaddr *sa, struct udp_endpoint *e)
 {
@@ -139,17 +138,6 @@ int udp_resolve(const char *spec, struct udp_endpoint *out)
     return SHOAL_OK;
 }
 
-static void set_buffers(int fd, int bytes)
-{
-    if (bytes <= 0)
-        return;
-    /* The *FORCE variants pass the sysctl caps when we are allowed to. */
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
-
 static int bind_in_range(int fd, struct udp_endpoint *e, uint16_t lo, uint16_t hi)
 {
     for (uint32_t port = lo; port <= hi; port++) {
@@ -178,7 +166,7 @@ int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t p
         LOG(LOG_ERROR, "socket: %s", strerror(errno));
         return SHOAL_ESYS;
     }
-    set_buffers(s->fd, sockbuf);
+    sock_set_buffers(s->fd, sockbuf);
     rc = bind_in_range(s->fd, &s->self, port_lo, port_lo || port_hi ? port_hi : 0);
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
@@ -198,27 +186,19 @@ void udp_close(struct udp_sock *s)
 
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 {
-    struct mmsghdr msgs[UDP_BATCH];
-    struct iovec iov[UDP_BATCH];
-    struct sockaddr_storage to[UDP_BATCH];
+    struct mmsghdr msgs[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH];
+    struct sockaddr_storage to[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
-        unsigned k = n - done < UDP_BATCH ? n - done : UDP_BATCH;
+        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
         for (unsigned i = 0; i < k; i++) {
             const struct udp_packet *p = &pkts[done + i];
-            iov[i] = (struct iovec){p->buf, p->len};
-            msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[i], .msg_namelen = sockaddr_of(&p->peer, &to[i]),
-                                                   .msg_iov = &iov[i], .msg_iovlen = 1}};
+            sock_msg(&msgs[i], &iov[i], p->buf, p->len, &to[i], sockaddr_of(&p->peer, &to[i]));
         }
-        int sent = sendmmsg(s->fd, msgs, k, 0);
-        if (sent < 0) {
-            if (errno == EAGAIN || errno == ENOBUFS)
-                break;
-            if (errno == EINTR)
-                continue;
-            LOG(LOG_ERROR, "sendmmsg: %s", strerror(errno));
-            return SHOAL_ESYS;
-        }
+        int sent = sock_send(s->fd, msgs, k, "UDP");
+        if (sent < 0)
+            return sent;
         done += (unsigned)sent;
         if ((unsigned)sent < k)
             break;
@@ -228,18 +208,13 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 
 int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n)
 {
-    struct mmsghdr msgs[UDP_BATCH];
-    struct iovec iov[UDP_BATCH];
-    struct sockaddr_storage from[UDP_BATCH];
-    unsigned k = n < UDP_BATCH ? n : UDP_BATCH;
-    for (unsigned i = 0; i < k; i++) {
-        iov[i] = (struct iovec){pkts[i].buf, pkts[i].len};
-        msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = sizeof from[i],
-                                               .msg_iov = &iov[i], .msg_iovlen = 1}};
-    }
-    int got = recvmmsg(s->fd, msgs, k, MSG_DONTWAIT, NULL);
-    if (got < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+    struct mmsghdr msgs[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH];
+    struct sockaddr_storage from[SOCK_BATCH];
+    unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
+    for (unsigned i = 0; i < k; i++)
+        sock_msg(&msgs[i], &iov[i], pkts[i].buf, pkts[i].len, &from[i], sizeof from[i]);
+    int got = sock_recv(s->fd, msgs, k);
     for (int i = 0; i < got; i++) {
         pkts[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;
         endpoint_of((struct sockaddr *)&from[i], &pkts[i].peer);

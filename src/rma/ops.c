@@ -302,8 +302,8 @@ static int parse_request(const uint64_t *a, unsigned nargs, void *buf, size_t nb
     if (splits(c->kind)) {
         c->whole_off = c->off - out;
         c->whole_n = c->c;
-        if (c->whole_n > UINT64_MAX / unit || out > c->off || out % unit || c->n > ops.chunk / unit || out / unit > c->whole_n - c->n ||
-            c->n > c->whole_n)
+        if (c->whole_n > UINT64_MAX / unit || out > c->off || out % unit || c->n > ops.chunk / unit ||
+            c->n > c->whole_n || out / unit > c->whole_n - c->n)
             return 0;
     } else if (out)
         return 0;

@@ -134,11 +134,17 @@ static uint64_t traffic_app(struct sim *s, void *ctx, int *done)
     return REL_NEVER;
 }
 
-static void all_to_all(struct traffic *t, unsigned n, uint32_t count)
+/* Four nodes, each sending `count` messages of up to max_len bytes to every
+ * other, over a network with the given faults. */
+static void all_to_all(struct traffic *t, struct sim *s, const struct rel_config *rc, uint32_t max_len,
+                       uint32_t count, const char *faults)
 {
-    for (unsigned i = 0; i < n; i++)
-        for (unsigned j = 0; j < n; j++)
+    memset(t, 0, sizeof *t);
+    t->max_len = max_len;
+    for (unsigned i = 0; i < 4; i++)
+        for (unsigned j = 0; j < 4; j++)
             t->count[i][j] = i == j ? 0 : count;
+    sim_init(s, 4, rc, faults);
 }
 
 /* Runs until idle time has passed with nothing for the app to do. */
@@ -226,10 +232,7 @@ static void transfer(const struct transfer_case *c)
     rel_config_default(&rc);
     rc.first_seq = c->first_seq;
     rc.need_checksum = c->checksum;
-    memset(&t, 0, sizeof t);
-    t.max_len = rc.max_payload;
-    all_to_all(&t, 4, c->count);
-    sim_init(&s, 4, &rc, c->faults);
+    all_to_all(&t, &s, &rc, rc.max_payload, c->count, c->faults);
     sim_run(&s, traffic_app, &t, c->ceiling);
     print_stats(c->name, &s, 0);
     uint64_t rtx = SIM_SUM(&s, retransmits), lost = 0, corrupted = 0;
@@ -346,10 +349,7 @@ static void bcast(void)
     static struct sim s;
     struct rel_config rc;
     rel_config_default(&rc);
-    memset(&t, 0, sizeof t);
-    t.max_len = 1000;
-    all_to_all(&t, 4, 2000);
-    sim_init(&s, 4, &rc, "");
+    all_to_all(&t, &s, &rc, 1000, 2000, "");
     struct bcaster b = {.t = &t, .left = 200};
     sim_run(&s, bcast_app, &b, SEC);
     print_stats("broadcasts and traffic", &s, 0);
@@ -446,10 +446,7 @@ static void dead(void)
     static struct sim s;
     struct rel_config rc;
     rel_config_default(&rc);
-    memset(&t, 0, sizeof t);
-    t.max_len = 500;
-    all_to_all(&t, 4, 2000);
-    sim_init(&s, 4, &rc, "loss=0.01,seed=21");
+    all_to_all(&t, &s, &rc, 500, 2000, "loss=0.01,seed=21");
     sim_run(&s, traffic_app, &t, SEC);
     run_idle(&s, NULL, 10 * SEC); /* silence: keepalives keep everyone alive */
     print_stats("traffic, then 10 s idle", &s, 0);

@@ -1,0 +1,50 @@
+/* Datagram sockets shared by the carriers (net/sock.h). */
+#include "net/sock.h"
+#include "util/util.h"
+#include "shoal.h"
+
+#include <errno.h>
+#include <string.h>
+
+void sock_set_buffers(int fd, int bytes)
+{
+    if (bytes <= 0)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+void sock_msg(struct mmsghdr *m, struct iovec *iov, void *buf, size_t len, void *name, socklen_t namelen)
+{
+    *iov = (struct iovec){buf, len};
+    *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = namelen, .msg_iov = iov, .msg_iovlen = 1}};
+}
+
+int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what)
+{
+    unsigned done = 0;
+    while (done < n) {
+        int sent = sendmmsg(fd, m + done, n - done, 0);
+        if (sent >= 0) {
+            done += (unsigned)sent;
+            continue;
+        }
+        if (errno == EAGAIN || errno == ENOBUFS)
+            break;
+        if (errno != EINTR) {
+            LOG(LOG_ERROR, "sendmmsg on the %s socket: %s", what, strerror(errno));
+            return SHOAL_ESYS;
+        }
+    }
+    return (int)done;
+}
+
+int sock_recv(int fd, struct mmsghdr *m, unsigned n)
+{
+    int got = recvmmsg(fd, m, n, MSG_DONTWAIT, NULL);
+    if (got >= 0)
+        return got;
+    return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+}

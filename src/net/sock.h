@@ -1,0 +1,28 @@
+/* net layer: what both carriers (udp.c, eth.c) do with their datagram
+ * sockets: buffer sizes, and batches of datagrams through
+ * sendmmsg/recvmmsg. */
+#ifndef SHOAL_NET_SOCK_H
+#define SHOAL_NET_SOCK_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define SOCK_BATCH 64u /* datagrams per system call */
+
+/* Send and receive buffers of `bytes` (0: the kernel's default); past the
+ * sysctl caps when the process may. */
+void sock_set_buffers(int fd, int bytes);
+
+/* Points m at one datagram: buf/len through iov, and its address. */
+void sock_msg(struct mmsghdr *m, struct iovec *iov, void *buf, size_t len, void *name, socklen_t namelen);
+
+/* Sends n (≤ SOCK_BATCH) prepared datagrams: how many the kernel took (fewer
+ * when its buffer filled), or SHOAL_ESYS on another error (logged, `what`
+ * naming the socket). */
+int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what);
+
+/* Receives up to n prepared datagrams without blocking: how many arrived,
+ * or SHOAL_ESYS. */
+int sock_recv(int fd, struct mmsghdr *m, unsigned n);
+
+#endif
