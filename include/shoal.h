@@ -73,6 +73,11 @@ SHOAL_API int shoal_finalize(void);
 /* Rank and size of the job; -1 before shoal_init. They cannot fail. */
 SHOAL_API int shoal_rank(void);
 SHOAL_API int shoal_size(void);
+/* 1 if rank shares memory with this process (same host, shm transport:
+ * active messages through shared rings, one-sided commands by CPU copies),
+ * 0 if it is reached over the cluster transport; SHOAL_ENOTINIT or
+ * SHOAL_ERANK. */
+SHOAL_API int shoal_rank_local(int rank);
 
 /* Ends the whole job: prints "shoal: rank R on HOST: fatal: msg" and makes the
  * launcher end every other rank with a non-zero exit.  Never returns. */

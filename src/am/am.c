@@ -1,6 +1,7 @@
 /* Active messages over the shm rings (seed 002 contract). */
 #include "am/am.h"
 #include "boot/boot.h"
+#include "net/net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,26 @@ void am_wait_step(struct util_backoff *b)
 
 /* ---- receive side --------------------------------------------------------- */
 
+void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
+                    size_t n)
+{
+    shoal_handler_t fn = am_handlers[h];
+    if (UTIL_UNLIKELY(!fn))
+        util_fatal("%s from rank %d names handler %u, which is not registered here",
+                   cls == AM_REQ ? "request" : "reply", src, h);
+
+    /* Nesting is bounded: only a request handler's reply send polls, and it
+     * runs reply handlers only, which cannot send. */
+    struct am_frame *f = &am.frames[am.depth++];
+    *f = (struct am_frame){.serial = ++am.token_serial, .src = src, .replied = 0};
+    enum am_context saved_ctx = am.ctx;
+    am.ctx = cls == AM_REQ ? AM_CTX_REQUEST : AM_CTX_REPLY;
+    fn(am_token(f->serial), buf, n, args, nargs);
+    am.ctx = saved_ctx;
+    am.depth--;
+    am.stats.am_received[cls]++;
+}
+
 static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, uint64_t ctl)
 {
     uint64_t tag = ring_ctl_tag(ctl);
@@ -113,21 +134,7 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
         buf = (char *)seg->bases[am.rank] + off;
         n = (size_t)len;
     }
-    shoal_handler_t fn = am_handlers[h];
-    if (UTIL_UNLIKELY(!fn))
-        util_fatal("%s from rank %d names handler %u, which is not registered here",
-                   cls == AM_REQ ? "request" : "reply", src, h);
-
-    /* Nesting is bounded: only a request handler's reply send polls, and it
-     * runs reply handlers only, which cannot send. */
-    struct am_frame *f = &am.frames[am.depth++];
-    *f = (struct am_frame){.serial = ++am.token_serial, .src = src, .replied = 0};
-    enum am_context saved_ctx = am.ctx;
-    am.ctx = cls == AM_REQ ? AM_CTX_REQUEST : AM_CTX_REPLY;
-    fn(am_token(f->serial), buf, n, args, nargs);
-    am.ctx = saved_ctx;
-    am.depth--;
-    am.stats.am_received[cls]++;
+    am_run_handler(src, cls, h, nargs, args, buf, n);
 }
 
 /* Bounded per ring per call, so one busy sender cannot starve the rest. */
@@ -149,7 +156,7 @@ static inline __attribute__((always_inline)) unsigned am_poll_ring(struct ring_r
 
 unsigned am_poll(int replies_only)
 {
-    unsigned done = 0;
+    unsigned done = am.remote ? net_poll(replies_only) : 0;
     if (am.quiescent)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
                               memory_order_release);
@@ -184,6 +191,8 @@ static inline __attribute__((always_inline)) int
 am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
         const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
+    if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
+        return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
     struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     size_t hdr = am_header_bytes(nargs, kind);
     size_t payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;

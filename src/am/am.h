@@ -47,6 +47,8 @@ struct am_state {
     struct am_segment segs[AM_MAX_SEGMENTS];
     struct shoal_stats stats;
     _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
+    uint8_t *remote;             /* [nranks]: 1 = reached over the cluster transport; NULL: all over shm */
+    uint64_t *net_barrier;       /* [SHM_BARRIER_ROUNDS]: latest epoch announced per round over the network */
 };
 
 extern struct am_state am;
@@ -81,6 +83,23 @@ void am_wait_step(struct util_backoff *b);
 /* One step of a wait that polls: runs handlers, and backs off only while
  * nothing arrives. */
 void am_progress_wait(struct util_backoff *b, int replies_only);
+
+/* Runs handler h for a message from src (its table entry is checked). */
+void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
+                    size_t n);
+
+/* ---- over the cluster transport (am_net.c) ------------------------------ */
+/* Collective: starts the transport when SHOAL_TRANSPORT names one and some
+ * peer is not reached over shm (SHOAL_NET_LOCAL=1: every peer but self). */
+int am_net_init(uint64_t job_id);
+void am_net_fini(void);
+int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+                const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
+                const uint64_t *args);
+static inline int am_is_remote(int rank)
+{
+    return am.remote && am.remote[rank];
+}
 
 /* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */
 int am_rule_violation(const char *what);

@@ -1,6 +1,7 @@
 /* Job control: the public entry points that tie the layers together. */
 #include "am/am.h"
 #include "boot/boot.h"
+#include "coll/coll.h"
 #include "rma/rma.h"
 #include "shm/shm.h"
 #include "util/util.h"
@@ -41,11 +42,15 @@ int shoal_init(int *argc, char ***argv)
     rc = shm_init(&shm, boot.rank, boot.size);
     if (rc == SHOAL_OK)
         rc = am_init(&shm, boot.rank, boot.size);
+    coll_init();
+    if (rc == SHOAL_OK)
+        rc = am_net_init(boot.job_id);
     if (rc == SHOAL_OK)
         rc = rma_init(boot.rank, boot.size);
     if (rc) {
         LOG(LOG_ERROR, "shoal_init failed: %s", shoal_strerror(rc));
         rma_fini();
+        am_net_fini();
         am_fini();
         shm_fini(&shm);
         boot_leave();
@@ -91,6 +96,7 @@ int shoal_finalize(void)
         rc = shoal_barrier();
     core_drain();
     rma_fini();
+    am_net_fini();
     am_fini();
     shm_fini(&shm);
     boot_finalize();
@@ -107,6 +113,15 @@ int shoal_rank(void)
 int shoal_size(void)
 {
     return initialized ? boot.size : -1;
+}
+
+int shoal_rank_local(int rank)
+{
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    if (rank < 0 || rank >= boot.size)
+        return SHOAL_ERANK;
+    return !am_is_remote(rank);
 }
 
 _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)

@@ -288,7 +288,7 @@ static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t fl
 {
     uint32_t credits = p->consumed + r->cfg.rcv_buf - p->rcv_ack;
     struct wire_header h = {
-        .type = type, .flags = flags, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
+        .type = type, .flags = (uint16_t)(flags | (r->cfg.reply_channel ? WIRE_F_REPLY : 0)), .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
         .dst = p->rank, .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq,
         .ack = p->rcv_ack, .sack = sack_bits(r, p), .credits = (uint16_t)credits, .len = (uint16_t)len};
     size_t n = wire_encode(r->pkt, r->pkt_cap, &h, data, r->cfg.need_checksum);
@@ -493,7 +493,9 @@ static int copy_payload(struct rel *r, const struct wire_header *h, const void *
     *copy = NULL;
     if (!h->len)
         return 1;
-    if (!(*copy = malloc(h->len))) {
+    /* 64-byte aligned: the AM layer aligns large medium payloads in the
+     * packet and hands them to handlers in place */
+    if (!(*copy = aligned_alloc(64, (h->len + 63u) & ~(size_t)63u))) {
         r->stats.nomem++;
         return 0;
     }
@@ -696,6 +698,8 @@ enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t
 {
     struct wire_header h;
     enum wire_verdict v = wire_decode(pkt, len, &r->expect, &h);
+    if (v == WIRE_OK && !(h.flags & WIRE_F_REPLY) != !r->cfg.reply_channel)
+        v = WIRE_DROP_TYPE;
     if (v == WIRE_OK)
         v = accept(r, &h, (const unsigned char *)pkt + WIRE_HEADER_BYTES, now);
     if (v == WIRE_OK)
@@ -703,6 +707,11 @@ enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t
     else
         r->stats.dropped[v]++;
     return v;
+}
+
+int rel_packet_is_reply(const void *pkt, size_t len)
+{
+    return len >= WIRE_HEADER_BYTES && (((const unsigned char *)pkt)[6] & WIRE_F_REPLY);
 }
 
 /* RTO expiry: nothing was acknowledged for an RTO.  Resend the oldest
@@ -752,6 +761,15 @@ static void service(struct rel *r, struct peer *p, uint64_t now)
         r->stats.acks_sent++;
         send_packet(r, p, WIRE_ACK, 0, 0, NULL, 0);
     }
+}
+
+void rel_flush_acks(struct rel *r)
+{
+    for (struct peer *p = r->active; p; p = p->next_active)
+        if (!p->dead && p->ack_due != REL_NEVER) {
+            r->stats.acks_sent++;
+            send_packet(r, p, WIRE_ACK, 0, 0, NULL, 0);
+        }
 }
 
 void rel_tick(struct rel *r, uint64_t now)

@@ -89,6 +89,7 @@ struct rel_config {
     uint64_t keepalive_ns;     /* silence before a KEEPALIVE, and between them */
     uint64_t dead_after_ns;    /* silence after which a peer is dead (> keepalive_ns) */
     int need_checksum;         /* 1: send and require header CRCs (raw frames) */
+    int reply_channel;         /* 1: this engine is the reply channel (WIRE_F_REPLY on every packet) */
     uint32_t first_seq;        /* first DATA sequence number; 1 except in tests of wrap-around */
 };
 
@@ -166,13 +167,16 @@ int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint
 int rel_bcast(struct rel *r, const void *payload, size_t len);
 
 /* Handles one received packet; returns WIRE_OK or why it was dropped
- * (also counted in stats.dropped). */
+ * (also counted in stats.dropped).  A packet of the other channel is
+ * WIRE_DROP_TYPE: the carrier hands each engine its own (wire_channel). */
 enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t now);
 
 /* Runs the timers due at now: retransmissions, delayed ACKs, keepalives,
  * window probes, dead-peer detection. */
 void rel_tick(struct rel *r, uint64_t now);
 
+/* Sends every delayed ACK now (a rank about to leave owes them). */
+void rel_flush_acks(struct rel *r);
 /* The earliest time rel_tick has something to do (REL_NEVER if none);
  * it may be early, never late. */
 uint64_t rel_next_deadline(const struct rel *r);
@@ -187,6 +191,9 @@ int rel_recv(struct rel *r, struct rel_msg *m);
 void rel_release(struct rel *r, uint64_t now);
 
 const struct rel_stats *rel_stats(const struct rel *r);
+/* 1 if a packet of len bytes is on the reply channel (its WIRE_F_REPLY
+ * bit; 0 for anything too short to tell). */
+int rel_packet_is_reply(const void *pkt, size_t len);
 void rel_peer_info(const struct rel *r, uint32_t peer, struct rel_peer_info *info);
 
 #endif

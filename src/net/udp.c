@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 static void endpoint_of(const struct sockaddr *sa, struct udp_endpoint *e)
@@ -155,8 +156,34 @@ static int bind_in_range(int fd, struct udp_endpoint *e, uint16_t lo, uint16_t h
     return SHOAL_ESYS;
 }
 
+/* The interface that has address e, and its MTU. */
+static void iface_of(int fd, const struct udp_endpoint *e, struct udp_sock *s)
+{
+    struct ifaddrs *list;
+    s->mtu = 1500;
+    if (getifaddrs(&list) != 0)
+        return;
+    for (struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
+        struct udp_endpoint a;
+        if (!ifa->ifa_addr || (ifa->ifa_addr->sa_family != AF_INET && ifa->ifa_addr->sa_family != AF_INET6))
+            continue;
+        endpoint_of(ifa->ifa_addr, &a);
+        if (a.family != e->family || memcmp(a.addr, e->addr, e->family == 4 ? 4 : 16))
+            continue;
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifa->ifa_name);
+        snprintf(s->ifname, sizeof s->ifname, "%s", ifa->ifa_name);
+        if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
+            s->mtu = (unsigned)ifr.ifr_mtu;
+        break;
+    }
+    freeifaddrs(list);
+}
+
 int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t port_hi, int sockbuf)
 {
+    memset(s, 0, sizeof *s);
     s->fd = -1;
     int rc = udp_resolve(iface, &s->self);
     if (rc)
@@ -172,6 +199,8 @@ int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t p
     socklen_t len = sizeof ss;
     if (!rc && getsockname(s->fd, (struct sockaddr *)&ss, &len) == 0)
         endpoint_of((struct sockaddr *)&ss, &s->self);
+    if (!rc)
+        iface_of(s->fd, &s->self, s);
     if (rc)
         udp_close(s);
     return rc;

@@ -22,6 +22,8 @@ struct udp_endpoint {
 struct udp_sock {
     int fd;
     struct udp_endpoint self;
+    char ifname[16]; /* the interface that has self's address */
+    unsigned mtu;    /* its MTU: the largest IP packet one datagram may take unfragmented */
 };
 
 /* A datagram to send or one received. */

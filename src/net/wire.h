@@ -26,6 +26,8 @@ enum wire_type {
 
 /* flags */
 #define WIRE_F_ACK_NOW 0x1u /* the sender wants an ACK at once (MBCF/Ether's TH1 ack request) */
+#define WIRE_F_REPLY 0x2u   /* the reply channel: its own sequence numbers, acks and credits */
+#define WIRE_FLAGS (WIRE_F_ACK_NOW | WIRE_F_REPLY)
 
 /* The header as the code sees it (host order); wire_encode/wire_decode
  * convert.  Offsets are the bytes on the wire. */

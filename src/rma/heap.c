@@ -354,8 +354,8 @@ int rma_init(int rank, int nranks)
         rc = rc ? rc : SHOAL_ENOMEM;
     if (rc)
         return rc;
-    for (int r = 0; r < nranks; r++)
-        rma.hdr[r] = rma.heap.bases[r];
+    for (int r = 0; r < nranks; r++) /* a peer reached over the network runs our commands itself */
+        rma.hdr[r] = am_is_remote(r) ? NULL : rma.heap.bases[r];
     size_t hdr_len = (RMA_HEADER_BYTES + page_size() - 1) / page_size() * page_size();
     if ((rc = shm_heap_reserve(&rma.heap, rank, 0, hdr_len)) != SHOAL_OK)
         return rc;

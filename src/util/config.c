@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +20,24 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
-    [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "shm", "transport between ranks: shm (the only one in this build)"},
+    [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "shm",
+                       "transport between ranks on different hosts: shm (one host only), udp (UDP/IPv4 or IPv6), eth (raw Ethernet frames; needs CAP_NET_RAW, else udp with a notice); ranks on one host always use shm between themselves unless SHOAL_NET_LOCAL=1"},
     [CFG_RMA_HEAP] = {"SHOAL_RMA_HEAP", "16G",
                       "address space of each rank's shared heap, which shoal_mem_create carves segments from (sparse: only segments use memory; every local peer maps every heap)"},
     [CFG_RMA_DIRECT] = {"SHOAL_RMA_DIRECT", "1",
                         "1: one-sided commands on memory mapped here run directly with CPU copies and atomics; 0: every command is sent for the target's progress engine to run (the path other hosts take)"},
     [CFG_FAULTS] = {"SHOAL_FAULTS", "",
                     "fault injection on the cluster carriers, for tests: loss=P,dup=P,reorder=P,corrupt=P,delay=T(ns|us|ms),seed=N; each carrier applies it to what it sends and to what it receives; empty: none"},
+    [CFG_NET_LOCAL] = {"SHOAL_NET_LOCAL", "0",
+                       "1: ranks on the same host also talk over SHOAL_TRANSPORT (udp or eth) instead of shared memory, one-sided commands included (tests, benchmarks)"},
+    [CFG_IFACE] = {"SHOAL_IFACE", "",
+                   "interface of the cluster transport: a name (eth0), a CIDR block (10.1.0.0/16, fd00::/8) or an address; empty: the first interface that is up with an IPv4 address, else loopback (eth needs a name)"},
+    [CFG_PORT_RANGE] = {"SHOAL_PORT_RANGE", "0",
+                        "UDP ports each rank may bind, LO-HI (the first free one); 0: any port the kernel picks"},
+    [CFG_NET_SOCKBUF] = {"SHOAL_NET_SOCKBUF", "8M",
+                         "send and receive buffer of the cluster transport's socket (bytes, K/M/G suffixes; past the sysctl caps when the process may)"},
+    [CFG_NET_DEAD_MS] = {"SHOAL_NET_DEAD_MS", "3000",
+                         "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -57,6 +69,21 @@ static int parse_int(const char *s, long long *out)
     return 0;
 }
 
+int util_port_range(const char *v, uint16_t *lo, uint16_t *hi)
+{
+    unsigned a = 0, b = 0;
+    int end = 0;
+    if (!strcmp(v, "0"))
+        a = b = 0;
+    else if (sscanf(v, "%u-%u%n", &a, &b, &end) != 2 || v[end] || a == 0 || a > b || b > 65535)
+        return -1;
+    if (lo)
+        *lo = (uint16_t)a;
+    if (hi)
+        *hi = (uint16_t)b;
+    return 0;
+}
+
 /* Logs which item of the spec is wrong; the caller logs the variable. */
 static int validate_faults(const char *v)
 {
@@ -76,7 +103,15 @@ static int validate(enum util_cfg_id id, const char *v)
         return (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
                 strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
     case CFG_TRANSPORT:
-        return strcmp(v, "shm") ? -1 : 0;
+        return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
+    case CFG_RMA_DIRECT: case CFG_NET_LOCAL:
+        return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+    case CFG_IFACE:
+        return 0; /* resolved, with a message naming it, when the transport starts */
+    case CFG_PORT_RANGE:
+        return util_port_range(v, NULL, NULL);
+    case CFG_NET_DEAD_MS:
+        return (parse_int(v, &n) || n < 100 || n > 3600000) ? -1 : 0;
     case CFG_STRICT:
         return (v[0] && strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_SHM_RING_SLOTS:
@@ -89,8 +124,6 @@ static int validate(enum util_cfg_id id, const char *v)
         if (v[0] == '\0')
             return 0;
         return parse_int(v, &n) ? -1 : 0;
-    case CFG_RMA_DIRECT:
-        return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_SPIN:

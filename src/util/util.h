@@ -22,6 +22,11 @@ enum util_cfg_id {
     CFG_RMA_HEAP,       /* per-rank shared heap for segments */
     CFG_RMA_DIRECT,     /* one-sided commands on mapped memory run directly */
     CFG_FAULTS,         /* fault injection on the cluster carriers */
+    CFG_NET_LOCAL,      /* ranks on one host also use the cluster transport */
+    CFG_IFACE,          /* interface of the cluster transport */
+    CFG_PORT_RANGE,     /* UDP ports the cluster transport may bind */
+    CFG_NET_SOCKBUF,    /* socket buffer bytes of the cluster transport */
+    CFG_NET_DEAD_MS,    /* silence after which a peer is dead */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */
@@ -45,6 +50,9 @@ const char *util_config_str(enum util_cfg_id id);
 long long util_config_int(enum util_cfg_id id);
 int util_config_is_set(enum util_cfg_id id);
 const struct util_cfg_entry *util_config_table(size_t *count);
+/* Parses a SHOAL_PORT_RANGE value ("0", or "LO-HI" with 0 < LO <= HI <=
+ * 65535) into *lo, *hi (either may be NULL); -1 if malformed. */
+int util_port_range(const char *v, uint16_t *lo, uint16_t *hi);
 
 /* ---- logging ---------------------------------------------------------- */
 enum util_log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE };

@@ -137,6 +137,7 @@ static void usage(FILE *f)
         "      --timeout S   end the job after S seconds (exit status 124)\n"
         "      --bind        pin rank r to allowed CPU r modulo their count\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment\n"
+        "      --transport T between hosts: shm, udp or eth (sets SHOAL_TRANSPORT)\n"
         "  -h, --help        show this help\n"
         "      --version     show the version\n"
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
@@ -192,14 +193,23 @@ static void parse_env(const char *s)
     free(name);
 }
 
+/* Checked here too, so a typo is a usage error rather than every rank's. */
+static void parse_transport(const char *s)
+{
+    if (strcmp(s, "shm") && strcmp(s, "udp") && strcmp(s, "eth"))
+        bad_usage("--transport is shm, udp or eth, not \"%s\"", s);
+    setenv(util_config_table(&(size_t){0})[CFG_TRANSPORT].name, s, 1);
+}
+
 static void parse_args(int argc, char **argv)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION };
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"bind", no_argument, NULL, OPT_BIND},
+        {"transport", required_argument, NULL, OPT_TRANSPORT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -214,6 +224,7 @@ static void parse_args(int argc, char **argv)
         case OPT_TAG: L.tag = 1; break;
         case OPT_TIMEOUT: L.timeout = parse_timeout(optarg); break;
         case OPT_BIND: L.bind = 1; break;
+        case OPT_TRANSPORT: parse_transport(optarg); break;
         case 'h': usage(stdout); exit(0);
         case OPT_VERSION: printf("shoalrun (shoal) %s\n", SHOAL_VERSION_STRING); exit(0);
         case ':': bad_usage("option %s needs a value", argv[optind - 1]);

@@ -1,0 +1,272 @@
+/* Active messages over the cluster transport (net/net.h).
+ *
+ * Each message is one or more DATA payloads on the channel of its class
+ * (requests, replies), which the transport delivers reliably and in order
+ * per (peer, channel).  Every fragment starts with a 24-byte header; the
+ * first also carries the arguments.  A long message's fragments are
+ * written straight into the destination segment at their offset, a
+ * medium's are gathered in a per-peer buffer (a medium that fits in one
+ * packet is handed to its handler in place).  Fragments of two messages
+ * never interleave on one channel: a sender queues all of a message's
+ * fragments before it can start another of that class (handlers, which
+ * run while it waits, only send replies).  Layout: docs/WIRE.md §10. */
+#include "am/am.h"
+#include "net/net.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the AM payload layout is little-endian");
+
+/* The header of every fragment (docs/WIRE.md §10). */
+struct am_net_hdr {
+    uint16_t handler;
+    uint8_t nargs;    /* arguments after the header (first fragment only) */
+    uint8_t kind;     /* enum am_kind */
+    uint32_t seg;     /* long: the destination segment */
+    uint32_t total;   /* medium/long: payload bytes of the whole message */
+    uint32_t frag_off;/* where this fragment's bytes go in the payload */
+    uint64_t offset;  /* long: where the payload goes in the segment */
+};
+_Static_assert(sizeof(struct am_net_hdr) == 24, "AM fragment header is 24 bytes");
+
+/* A message being gathered from one peer on one channel. */
+struct am_rx {
+    int busy;
+    struct am_net_hdr h;  /* of the first fragment */
+    uint32_t next_off;    /* the fragment expected next */
+    uint64_t args[SHOAL_AM_MAX_ARGS];
+    char *buf;            /* medium payload */
+    size_t cap;
+};
+
+static struct {
+    struct am_rx **rx;       /* [peer * 2 + class], allocated on a peer's first fragmented message */
+    unsigned char *tx[2];    /* one fragment being built, per class (a reply may be built inside a request's send) */
+    size_t max_payload;
+} an;
+
+/* Where a fragment's payload starts.  A large medium payload starts on a
+ * 64-byte boundary, as in the shm rings (the engines keep packets 64-byte
+ * aligned), so the handler sees the same alignment on every transport. */
+static size_t am_net_data_at(const struct am_net_hdr *h, int first)
+{
+    size_t at = sizeof *h + (first ? 8 * (size_t)h->nargs : 0);
+    if (first && h->kind == AM_MEDIUM && h->total >= 256)
+        at = (at + 63) & ~(size_t)63;
+    return at;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static int am_net_push(int dest, enum am_class cls, const unsigned char *pkt, size_t len, unsigned flags,
+                       int first)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    int rc;
+    while ((rc = net_send(dest, (enum net_channel)cls, pkt, len)) == SHOAL_EAGAIN) {
+        /* once a fragment is out the message must be finished */
+        if (first && (flags & SHOAL_IMMEDIATE))
+            return SHOAL_EAGAIN;
+        if (b.spins == 0)
+            am.stats.send_stalls++;
+        am_progress_wait(&b, cls == AM_REP);
+    }
+    return rc;
+}
+
+int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+                const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
+                const uint64_t *args)
+{
+    unsigned char *pkt = an.tx[cls];
+    struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = (uint8_t)kind,
+                           .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
+    size_t done = 0;
+    do {
+        int first = done == 0;
+        size_t at = am_net_data_at(&h, first);
+        if (first)
+            memcpy(pkt + sizeof h, args, 8 * (size_t)nargs);
+        size_t chunk = nbytes - done < an.max_payload - at ? nbytes - done : an.max_payload - at;
+        h.frag_off = (uint32_t)done;
+        memcpy(pkt, &h, sizeof h);
+        if (chunk)
+            memcpy(pkt + at, (const char *)src + done, chunk);
+        int rc = am_net_push(dest, cls, pkt, at + chunk, flags, first);
+        if (rc)
+            return rc;
+        done += chunk;
+    } while (done < nbytes);
+    net_flush();
+    am.stats.am_sent[cls]++;
+    am.stats.bytes_sent += nbytes;
+    return SHOAL_OK;
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void am_net_drop(uint32_t peer, const char *why)
+{
+    if (am.stats.dropped++ == 0)
+        LOG(LOG_WARN, "dropped a malformed active message from rank %u: %s (further ones are only counted)",
+            peer, why);
+}
+
+static struct am_rx *am_rx_of(uint32_t peer, enum am_class cls)
+{
+    if (!an.rx && !(an.rx = calloc((size_t)am.nranks * 2, sizeof *an.rx)))
+        return NULL;
+    struct am_rx **slot = &an.rx[peer * 2 + cls];
+    if (!*slot)
+        *slot = calloc(1, sizeof **slot);
+    return *slot;
+}
+
+/* Where a long message's bytes go: NULL if outside this rank's segment. */
+static char *am_long_target(const struct am_net_hdr *h)
+{
+    if (h->seg >= AM_MAX_SEGMENTS || !am.segs[h->seg].used)
+        return NULL;
+    size_t size = am.segs[h->seg].sizes[am.rank];
+    if (h->offset > size || h->total > size - h->offset)
+        return NULL;
+    return (char *)am.segs[h->seg].bases[am.rank] + h->offset;
+}
+
+/* Checks one fragment's header against what it carries; NULL if fine. */
+static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int first)
+{
+    if (h->kind > AM_LONG || h->handler >= AM_MAX_INDEX || h->nargs > SHOAL_AM_MAX_ARGS)
+        return "bad kind, handler or argument count";
+    size_t at = am_net_data_at(h, first);
+    if (len < at)
+        return "shorter than its header and arguments";
+    if (h->frag_off > h->total || len - at > h->total - h->frag_off)
+        return "fragment beyond the message's length";
+    if (h->kind == AM_SHORT && h->total)
+        return "short message with a payload";
+    if (h->kind == AM_MEDIUM && h->total > am.max_medium)
+        return "medium payload above the limit";
+    if (h->kind == AM_LONG && !am_long_target(h))
+        return "long payload outside this rank's segment";
+    return NULL;
+}
+
+static void am_net_run(uint32_t peer, enum am_class cls, const struct am_net_hdr *h, const uint64_t *args,
+                       void *medium)
+{
+    void *buf = h->kind == AM_LONG ? am_long_target(h) : h->kind == AM_MEDIUM ? medium : NULL;
+    am_run_handler((int)peer, cls, h->handler, h->nargs, args, buf, h->total);
+}
+
+static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned char *p, size_t len)
+{
+    struct am_net_hdr h;
+    if (len < sizeof h) {
+        am_net_drop(peer, "shorter than a fragment header");
+        return;
+    }
+    memcpy(&h, p, sizeof h);
+    struct am_rx *rx = NULL;
+    int first = h.frag_off == 0;
+    if (!first || len - am_net_data_at(&h, 1) < h.total) { /* part of a longer message */
+        if (!(rx = am_rx_of(peer, cls)))
+            util_fatal("out of memory for a message from rank %u", peer);
+        if (first == rx->busy) {
+            am_net_drop(peer, first ? "a message began inside another" : "a fragment with no message");
+            rx->busy = 0;
+            return;
+        }
+    }
+    const char *bad = am_check_fragment(&h, len, first);
+    if (!bad && rx && !first && (h.frag_off != rx->next_off || h.handler != rx->h.handler ||
+                                 h.kind != rx->h.kind || h.total != rx->h.total || h.seg != rx->h.seg ||
+                                 h.offset != rx->h.offset))
+        bad = "a fragment out of its message's order";
+    if (bad) {
+        if (rx)
+            rx->busy = 0;
+        am_net_drop(peer, bad);
+        return;
+    }
+    size_t at = am_net_data_at(&h, first);
+    size_t n = len - at;
+    uint64_t args[SHOAL_AM_MAX_ARGS];
+    if (first)
+        memcpy(args, p + sizeof h, 8 * (size_t)h.nargs);
+    if (!rx) { /* the whole message: hand its payload over in place */
+        if (h.kind == AM_LONG && n)
+            memcpy(am_long_target(&h), p + at, n);
+        am_net_run(peer, cls, &h, args, (void *)(p + at));
+        return;
+    }
+    if (first) {
+        rx->h = h;
+        memcpy(rx->args, args, sizeof args);
+        if (h.kind == AM_MEDIUM && rx->cap < h.total) {
+            free(rx->buf);
+            if (!(rx->buf = aligned_alloc(64, (h.total + 63u) & ~63u)))
+                util_fatal("out of memory for a %u-byte medium message from rank %u", h.total, peer);
+            rx->cap = h.total;
+        }
+        rx->busy = 1;
+    }
+    char *dst = h.kind == AM_LONG ? am_long_target(&h) : rx->buf;
+    memcpy(dst + h.frag_off, p + at, n);
+    rx->next_off = h.frag_off + (uint32_t)n;
+    if (rx->next_off == h.total) {
+        rx->busy = 0;
+        am_net_run(peer, cls, &rx->h, rx->args, rx->buf);
+    }
+}
+
+static void am_net_deliver(const struct net_msg *m)
+{
+    am_net_fragment(m->peer, m->bcast ? AM_REQ : (enum am_class)m->channel, m->data, m->len);
+}
+
+/* ---- start-up ----------------------------------------------------------- */
+
+int am_net_init(uint64_t job_id)
+{
+    const char *transport = util_config_str(CFG_TRANSPORT);
+    int all = util_config_int(CFG_NET_LOCAL) == 1;
+    if (strcmp(transport, "shm") == 0 || am.nranks == 1 || !all)
+        return SHOAL_OK; /* every peer is on this host: shm reaches them all */
+    am.remote = calloc((size_t)am.nranks, 1);
+    am.net_barrier = calloc(SHM_BARRIER_ROUNDS, sizeof *am.net_barrier);
+    if (!am.remote || !am.net_barrier)
+        return SHOAL_ENOMEM;
+    for (int r = 0; r < am.nranks; r++)
+        am.remote[r] = r != am.rank;
+    int rc = net_init(am.rank, am.nranks, job_id, transport, am_net_deliver);
+    if (rc)
+        return rc;
+    an.max_payload = net_max_payload();
+    for (int c = 0; c < 2; c++)
+        if (!(an.tx[c] = malloc(an.max_payload)))
+            return SHOAL_ENOMEM;
+    return SHOAL_OK;
+}
+
+void am_net_fini(void)
+{
+    if (am.remote)
+        net_fini();
+    for (int i = 0; an.rx && i < am.nranks * 2; i++) {
+        if (an.rx[i])
+            free(an.rx[i]->buf);
+        free(an.rx[i]);
+    }
+    free(an.rx);
+    free(an.tx[0]);
+    free(an.tx[1]);
+    memset(&an, 0, sizeof an);
+    free(am.remote);
+    free(am.net_barrier);
+    am.remote = NULL;
+    am.net_barrier = NULL;
+}

@@ -1,0 +1,452 @@
+/* The cluster transport: carrier + two reliability engines (net/net.h). */
+#include "net/net.h"
+#include "boot/boot.h"
+#include "net/eth.h"
+#include "net/faults.h"
+#include "net/rel.h"
+#include "net/sock.h"
+#include "net/udp.h"
+#include "net/wire.h"
+#include "util/util.h"
+#include "shoal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What each rank publishes at start-up. */
+struct net_addr {
+    uint64_t key;         /* rank 0's becomes the job's */
+    uint32_t incarnation;
+    uint32_t max_payload; /* what its carrier's MTU allows */
+    uint8_t has_eth;      /* it opened a raw socket */
+    uint8_t mac[6];
+    uint8_t pad;
+    struct udp_endpoint udp;
+};
+
+enum carrier { CARRIER_UDP, CARRIER_ETH };
+
+#define NET_BATCH SOCK_BATCH
+#define NET_DELIVER_BATCH 64u    /* messages per net_poll, so shm peers are not starved */
+#define NET_LINGER_NS 1000000000ull
+
+static struct {
+    int active;
+    enum carrier carrier;
+    int rank, nranks;
+    struct udp_sock udp;
+    struct eth_sock eth;
+    struct net_addr *peers;
+    struct rel *rel[2];
+    struct faults fsend, frecv;
+    int faulty;
+    net_deliver_fn deliver;
+    size_t max_payload, pkt_cap;
+    unsigned char *txbuf, *rxbuf; /* NET_BATCH packets of pkt_cap each */
+    size_t txlen[NET_BATCH];
+    uint32_t txdst[NET_BATCH];
+    unsigned ntx;
+    uint64_t now; /* time of the current net_poll, for the callbacks */
+    int closing;
+    struct net_stats stats;
+} net = {.udp = {.fd = -1}, .eth = {.fd = -1}};
+
+/* ---- sending ------------------------------------------------------------ */
+
+void net_flush(void)
+{
+    unsigned n = net.ntx, sent;
+    if (!n)
+        return;
+    net.ntx = 0;
+    if (net.carrier == CARRIER_ETH) {
+        struct eth_frame f[NET_BATCH];
+        for (unsigned i = 0; i < n; i++) {
+            f[i] = (struct eth_frame){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i]};
+            memcpy(f[i].peer.mac, net.txdst[i] == WIRE_BROADCAST ? eth_broadcast.mac : net.peers[net.txdst[i]].mac, 6);
+        }
+        int rc = eth_send(&net.eth, f, n);
+        sent = rc < 0 ? 0 : (unsigned)rc;
+    } else {
+        struct udp_packet p[NET_BATCH];
+        for (unsigned i = 0; i < n; i++)
+            p[i] = (struct udp_packet){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
+                                       .peer = net.peers[net.txdst[i]].udp};
+        int rc = udp_send(&net.udp, p, n);
+        sent = rc < 0 ? 0 : (unsigned)rc;
+    }
+    /* what the kernel did not take is lost; the engines resend it */
+    net.stats.send_overflows += n - sent;
+    net.stats.packets_sent += sent;
+}
+
+static void queue_one(uint32_t dst, const void *pkt, size_t len)
+{
+    if (net.ntx == NET_BATCH)
+        net_flush();
+    memcpy(net.txbuf + net.ntx * net.pkt_cap, pkt, len);
+    net.txlen[net.ntx] = len;
+    net.txdst[net.ntx++] = dst;
+    net.stats.bytes_sent += len;
+}
+
+/* UDP has no job-wide broadcast address: a broadcast is one datagram per
+ * peer.  A raw frame to ff:ff:ff:ff:ff:ff reaches them all at once. */
+static void queue_tx(void *ctx, uint32_t dst, const void *pkt, size_t len)
+{
+    (void)ctx;
+    if (dst != WIRE_BROADCAST || net.carrier == CARRIER_ETH) {
+        queue_one(dst, pkt, len);
+        return;
+    }
+    for (int r = 0; r < net.nranks; r++)
+        if (r != net.rank)
+            queue_one((uint32_t)r, pkt, len);
+}
+
+static void engine_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len)
+{
+    if (net.faulty)
+        fault_pass(&net.fsend, net.now, dst, pkt, len, queue_tx, ctx);
+    else
+        queue_tx(ctx, dst, pkt, len);
+}
+
+static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
+{
+    (void)ctx;
+    if (net.closing)
+        return; /* it finished the job with us and left */
+    if (why == REL_DEAD_RESTARTED)
+        util_fatal("peer rank %u restarted (a new incarnation) during the job; ending the job", peer);
+    util_fatal("peer rank %u stopped answering over %s (no packet for %lld ms, SHOAL_NET_DEAD_MS); ending the job",
+               peer, net_carrier(), util_config_int(CFG_NET_DEAD_MS));
+}
+
+int net_send(int dest, enum net_channel ch, const void *msg, size_t len)
+{
+    net.now = util_now_ns();
+    return rel_send(net.rel[ch], (uint32_t)dest, msg, len, net.now);
+}
+
+int net_bcast(const void *msg, size_t len)
+{
+    net.now = util_now_ns();
+    return rel_bcast(net.rel[NET_REQUEST], msg, len);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void count_drop(enum wire_verdict v)
+{
+    net.stats.dropped++;
+    switch (v) {
+    case WIRE_DROP_MAGIC: case WIRE_DROP_VERSION: case WIRE_DROP_JOB: case WIRE_DROP_KEY:
+        net.stats.dropped_foreign++;
+        break;
+    case WIRE_DROP_SHORT: case WIRE_DROP_LENGTH: case WIRE_DROP_CHECKSUM: case WIRE_DROP_TYPE: case WIRE_DROP_RANK:
+        net.stats.dropped_malformed++;
+        break;
+    default:
+        break;
+    }
+}
+
+static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
+{
+    (void)ctx, (void)src;
+    enum wire_verdict v = rel_input(net.rel[rel_packet_is_reply(pkt, len)], pkt, len, net.now);
+    if (v != WIRE_OK)
+        count_drop(v);
+}
+
+/* The source rank a packet claims (fault streams are per address). */
+static uint32_t claimed_src(const unsigned char *pkt, size_t len)
+{
+    uint32_t src = 0;
+    if (len >= WIRE_HEADER_BYTES)
+        memcpy(&src, pkt + 24, 4);
+    return src;
+}
+
+static void receive_batch(void)
+{
+    size_t len[NET_BATCH];
+    int got;
+    if (net.carrier == CARRIER_ETH) {
+        struct eth_frame f[NET_BATCH];
+        for (unsigned i = 0; i < NET_BATCH; i++)
+            f[i] = (struct eth_frame){.buf = net.rxbuf + i * net.pkt_cap, .len = net.pkt_cap};
+        got = eth_recv(&net.eth, f, NET_BATCH);
+        for (int i = 0; i < got; i++)
+            len[i] = f[i].len;
+    } else {
+        struct udp_packet p[NET_BATCH];
+        for (unsigned i = 0; i < NET_BATCH; i++)
+            p[i] = (struct udp_packet){.buf = net.rxbuf + i * net.pkt_cap, .len = net.pkt_cap};
+        got = udp_recv(&net.udp, p, NET_BATCH);
+        for (int i = 0; i < got; i++)
+            len[i] = p[i].len;
+    }
+    for (int i = 0; i < got; i++) {
+        const unsigned char *pkt = net.rxbuf + (size_t)i * net.pkt_cap;
+        net.stats.packets_received++;
+        net.stats.bytes_received += len[i];
+        if (net.faulty)
+            fault_pass(&net.frecv, net.now, claimed_src(pkt, len[i]), pkt, len[i], engine_input, NULL);
+        else
+            engine_input(NULL, 0, pkt, len[i]);
+    }
+}
+
+static uint64_t next_deadline(void)
+{
+    uint64_t t = rel_next_deadline(net.rel[0]), t1 = rel_next_deadline(net.rel[1]);
+    t = t1 < t ? t1 : t;
+    if (net.faulty) {
+        uint64_t a = fault_next_deadline(&net.fsend), b = fault_next_deadline(&net.frecv);
+        t = a < t ? a : t;
+        t = b < t ? b : t;
+    }
+    return t;
+}
+
+static void run_timers(void)
+{
+    if (net.now < next_deadline())
+        return;
+    if (net.faulty) {
+        fault_flush(&net.frecv, net.now, engine_input, NULL);
+        fault_flush(&net.fsend, net.now, queue_tx, NULL);
+    }
+    rel_tick(net.rel[0], net.now);
+    rel_tick(net.rel[1], net.now);
+}
+
+static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget)
+{
+    unsigned done = 0;
+    struct rel_msg m;
+    while (done < budget && rel_recv(r, &m) == SHOAL_OK) {
+        struct net_msg nm = {.peer = m.peer, .channel = ch, .bcast = m.bcast, .data = m.data, .len = m.len};
+        net.deliver(&nm);
+        rel_release(r, util_now_ns());
+        done++;
+    }
+    return done;
+}
+
+unsigned net_poll(int replies_only)
+{
+    net.now = util_now_ns();
+    receive_batch();
+    run_timers();
+    unsigned done = deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
+    if (!replies_only)
+        done += deliver_from(net.rel[NET_REQUEST], NET_REQUEST, NET_DELIVER_BATCH);
+    net_flush();
+    return done;
+}
+
+int net_fd(void)
+{
+    return net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd;
+}
+
+uint64_t net_idle_ns(void)
+{
+    uint64_t t = next_deadline(), now = util_now_ns(), cap = 100000000ull;
+    return t <= now ? 0 : t - now < cap ? t - now : cap;
+}
+
+/* ---- start-up and shut-down --------------------------------------------- */
+
+static uint32_t new_incarnation(void)
+{
+    /* milliseconds of wall-clock time: a restarted rank's is larger (serial
+     * comparison, so it wraps after 24 days without harm) */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint32_t inc = (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+    return inc ? inc : 1;
+}
+
+/* Largest payload a packet of the carrier's MTU carries. */
+static uint32_t payload_for_mtu(unsigned mtu, unsigned ip_udp_overhead)
+{
+    long p = (long)mtu - (long)ip_udp_overhead - (long)WIRE_HEADER_BYTES;
+    if (p > (long)WIRE_MAX_PAYLOAD)
+        p = WIRE_MAX_PAYLOAD;
+    return p < 256 ? 256u : (uint32_t)p;
+}
+
+static int open_carriers(const char *transport, struct net_addr *me)
+{
+    uint16_t lo = 0, hi = 0;
+    util_port_range(util_config_str(CFG_PORT_RANGE), &lo, &hi);
+    int sockbuf = (int)util_config_int(CFG_NET_SOCKBUF);
+    const char *iface = util_config_str(CFG_IFACE);
+    /* every rank has a UDP socket: it is the fallback every rank can take */
+    int rc = udp_open(&net.udp, iface, lo, hi, sockbuf);
+    if (rc)
+        return rc;
+    me->udp = net.udp.self;
+    me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
+    if (strcmp(transport, "eth") == 0) {
+        const char *name = iface[0] ? iface : net.udp.ifname;
+        rc = eth_open(&net.eth, name, sockbuf);
+        if (rc == SHOAL_OK) {
+            me->has_eth = 1;
+            memcpy(me->mac, net.eth.self.mac, 6);
+            uint32_t p = payload_for_mtu(net.eth.mtu, 0);
+            me->max_payload = p < me->max_payload ? p : me->max_payload;
+        } else if (rc != SHOAL_EACCES) {
+            return rc;
+        }
+    }
+    return SHOAL_OK;
+}
+
+static int start_engines(uint64_t job_id, const struct net_addr *me)
+{
+    struct rel_config c;
+    rel_config_default(&c);
+    c.self = (uint32_t)net.rank;
+    c.nranks = (uint32_t)net.nranks;
+    c.job = job_id;
+    c.key = net.peers[0].key;
+    c.incarnation = me->incarnation;
+    c.max_payload = (uint32_t)net.max_payload;
+    c.dead_after_ns = (uint64_t)util_config_int(CFG_NET_DEAD_MS) * 1000000ull;
+    c.keepalive_ns = c.dead_after_ns / 6;
+    /* the window in flight to one peer should fit the socket buffers */
+    uint64_t room = (uint64_t)util_config_int(CFG_NET_SOCKBUF) / (net.max_payload + WIRE_HEADER_BYTES);
+    while (c.window > 16 && c.window > room)
+        c.window >>= 1;
+    struct fault_config fc;
+    fault_parse(util_config_str(CFG_FAULTS), &fc, NULL, 0); /* validated when the config loaded */
+    net.faulty = fault_active(&fc);
+    c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
+    fault_init(&net.fsend, &fc, 2ull * (uint64_t)net.rank);
+    fault_init(&net.frecv, &fc, 2ull * (uint64_t)net.rank + 1);
+    static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead};
+    int rc = SHOAL_OK;
+    for (int ch = 0; ch < 2 && rc == SHOAL_OK; ch++) {
+        c.reply_channel = ch;
+        rc = rel_create(&net.rel[ch], &c, &io, NULL);
+    }
+    return rc;
+}
+
+int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_deliver_fn deliver)
+{
+    net.rank = rank;
+    net.nranks = nranks;
+    net.deliver = deliver;
+    struct net_addr me = {.incarnation = new_incarnation()};
+    if (getrandom(&me.key, sizeof me.key, 0) != sizeof me.key)
+        me.key = util_now_ns() ^ ((uint64_t)getpid() << 32);
+    int rc = open_carriers(transport, &me);
+    /* everyone joins the exchange, so a rank that failed does not hang the
+     * rest: its entry says so and all fail alike */
+    if (rc)
+        me.max_payload = 0;
+    net.peers = calloc((size_t)nranks, sizeof *net.peers);
+    if (!net.peers)
+        util_fatal("out of memory for the table of %d peer addresses", nranks);
+    int xrc = boot_allgather(&me, sizeof me, net.peers);
+    if (rc || xrc)
+        return rc ? rc : xrc;
+    int all_eth = 1;
+    net.max_payload = WIRE_MAX_PAYLOAD;
+    for (int r = 0; r < nranks; r++) {
+        if (!net.peers[r].max_payload) {
+            LOG(LOG_ERROR, "rank %d could not open its %s socket", r, transport);
+            return SHOAL_EBOOT;
+        }
+        all_eth &= net.peers[r].has_eth;
+        if (net.peers[r].max_payload < net.max_payload)
+            net.max_payload = net.peers[r].max_payload;
+    }
+    net.carrier = all_eth && strcmp(transport, "eth") == 0 ? CARRIER_ETH : CARRIER_UDP;
+    if (strcmp(transport, "eth") == 0 && !all_eth && rank == 0)
+        util_log(LOG_WARN, "SHOAL_TRANSPORT=eth needs CAP_NET_RAW on every rank; using udp");
+    if (net.carrier == CARRIER_UDP)
+        eth_close(&net.eth);
+    net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
+    net.txbuf = malloc(NET_BATCH * net.pkt_cap);
+    net.rxbuf = malloc(NET_BATCH * net.pkt_cap);
+    if (!net.txbuf || !net.rxbuf)
+        return SHOAL_ENOMEM;
+    rc = start_engines(job_id, &me);
+    if (rc)
+        return rc;
+    net.active = 1;
+    LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_carrier(), net.max_payload,
+        me.incarnation);
+    return SHOAL_OK;
+}
+
+static int all_acknowledged(void)
+{
+    for (int ch = 0; ch < 2; ch++)
+        for (int r = 0; r < net.nranks; r++) {
+            struct rel_peer_info info;
+            rel_peer_info(net.rel[ch], (uint32_t)r, &info);
+            if (info.known && !info.dead && info.unacked)
+                return 0;
+        }
+    return 1;
+}
+
+void net_fini(void)
+{
+    if (net.active) {
+        net.closing = 1;
+        uint64_t until = util_now_ns() + NET_LINGER_NS;
+        do {
+            net_poll(0);
+            rel_flush_acks(net.rel[0]);
+            rel_flush_acks(net.rel[1]);
+            net_flush();
+        } while (!all_acknowledged() && util_now_ns() < until);
+    }
+    for (int ch = 0; ch < 2; ch++)
+        if (net.rel[ch])
+            rel_destroy(net.rel[ch]);
+    fault_fini(&net.fsend);
+    fault_fini(&net.frecv);
+    udp_close(&net.udp);
+    eth_close(&net.eth);
+    free(net.peers);
+    free(net.txbuf);
+    free(net.rxbuf);
+    memset(&net, 0, sizeof net);
+    net.udp.fd = net.eth.fd = -1;
+}
+
+const char *net_carrier(void)
+{
+    if (!net.active)
+        return NULL;
+    return net.carrier == CARRIER_ETH ? "eth" : "udp";
+}
+
+size_t net_max_payload(void)
+{
+    return net.max_payload;
+}
+
+void net_get_stats(struct net_stats *out)
+{
+    *out = net.stats;
+    for (int ch = 0; ch < 2 && net.rel[ch]; ch++) {
+        const struct rel_stats *s = rel_stats(net.rel[ch]);
+        out->retransmits += s->retransmits;
+        out->acks_sent += s->acks_sent;
+    }
+    out->faults_dropped = net.fsend.stats.dropped + net.frecv.stats.dropped;
+}
