@@ -43,7 +43,6 @@ struct am_rx {
 
 static struct {
     struct am_rx **rx;       /* [peer * 2 + class], allocated on a peer's first fragmented message */
-    unsigned char *tx[2];    /* one fragment being built, per class (a reply may be built inside a request's send) */
     size_t max_payload;
 } an;
 
@@ -60,13 +59,13 @@ static size_t am_net_data_at(const struct am_net_hdr *h, int first)
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int am_net_push(int dest, enum am_class cls, const unsigned char *pkt, size_t len, unsigned flags,
-                       int first)
+static int am_net_push(int dest, enum am_class cls, const unsigned char *head, size_t hlen, const void *body,
+                       size_t blen, unsigned flags, int first)
 {
     struct util_backoff b;
     util_backoff_init(&b);
     int rc;
-    while ((rc = net_send(dest, (enum net_channel)cls, pkt, len)) == SHOAL_EAGAIN) {
+    while ((rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN) {
         /* once a fragment is out the message must be finished */
         if (first && (flags & SHOAL_IMMEDIATE))
             return SHOAL_EAGAIN;
@@ -81,7 +80,8 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args)
 {
-    unsigned char *pkt = an.tx[cls];
+    /* header, arguments and the padding that aligns a large medium payload */
+    unsigned char head[(sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS + 63) & ~63ul] = {0};
     struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = (uint8_t)kind,
                            .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
     size_t done = 0;
@@ -89,13 +89,11 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
         int first = done == 0;
         size_t at = am_net_data_at(&h, first);
         if (first)
-            memcpy(pkt + sizeof h, args, 8 * (size_t)nargs);
+            memcpy(head + sizeof h, args, 8 * (size_t)nargs);
         size_t chunk = nbytes - done < an.max_payload - at ? nbytes - done : an.max_payload - at;
         h.frag_off = (uint32_t)done;
-        memcpy(pkt, &h, sizeof h);
-        if (chunk)
-            memcpy(pkt + at, (const char *)src + done, chunk);
-        int rc = am_net_push(dest, cls, pkt, at + chunk, flags, first);
+        memcpy(head, &h, sizeof h);
+        int rc = am_net_push(dest, cls, head, at, (const char *)src + done, chunk, flags, first);
         if (rc)
             return rc;
         done += chunk;
@@ -246,9 +244,6 @@ int am_net_init(uint64_t job_id)
     if (rc)
         return rc;
     an.max_payload = net_max_payload();
-    for (int c = 0; c < 2; c++)
-        if (!(an.tx[c] = malloc(an.max_payload)))
-            return SHOAL_ENOMEM;
     return SHOAL_OK;
 }
 
@@ -262,8 +257,6 @@ void am_net_fini(void)
         free(an.rx[i]);
     }
     free(an.rx);
-    free(an.tx[0]);
-    free(an.tx[1]);
     memset(&an, 0, sizeof an);
     free(am.remote);
     free(am.net_barrier);

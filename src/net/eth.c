@@ -79,7 +79,7 @@ void eth_close(struct eth_sock *s)
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH][2];
     struct sockaddr_ll to[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
@@ -88,7 +88,8 @@ int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
             to[i] = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
                                          .sll_ifindex = s->ifindex, .sll_halen = 6};
             memcpy(to[i].sll_addr, f[done + i].peer.mac, 6);
-            sock_msg(&msgs[i], &iov[i], f[done + i].buf, f[done + i].len, &to[i], sizeof to[i]);
+            sock_msg(&msgs[i], iov[i], f[done + i].buf, f[done + i].len, f[done + i].tail, f[done + i].tail_len, &to[i],
+                     sizeof to[i]);
         }
         int sent = sock_send(s->fd, msgs, k, "raw Ethernet");
         if (sent < 0)
@@ -115,11 +116,11 @@ static size_t trimmed(const unsigned char *p, size_t n)
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH][2];
     struct sockaddr_ll from[SOCK_BATCH];
     unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
     for (unsigned i = 0; i < k; i++)
-        sock_msg(&msgs[i], &iov[i], f[i].buf, f[i].len, &from[i], sizeof from[i]);
+        sock_msg(&msgs[i], iov[i], f[i].buf, f[i].len, NULL, 0, &from[i], sizeof from[i]);
     int got = sock_recv(s->fd, msgs, k);
     for (int i = 0; i < got; i++) {
         f[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : trimmed(f[i].buf, msgs[i].msg_len);

@@ -23,6 +23,8 @@ struct eth_sock {
 struct eth_frame {
     void *buf;  /* the shoal packet (no Ethernet header) */
     size_t len; /* bytes to send; received: the packet's bytes (anything after its length cut) */
+    const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
+    size_t tail_len;
     struct eth_endpoint peer; /* destination; received: source */
 };
 

@@ -46,7 +46,10 @@ static struct {
     net_deliver_fn deliver;
     size_t max_payload, pkt_cap;
     unsigned char *txbuf, *rxbuf; /* NET_BATCH packets of pkt_cap each */
+    unsigned char *scratch;       /* one packet put together for the fault injector */
     size_t txlen[NET_BATCH];
+    const void *txtail[NET_BATCH];
+    size_t txtail_len[NET_BATCH];
     uint32_t txdst[NET_BATCH];
     unsigned ntx;
     uint64_t now; /* time of the current net_poll, for the callbacks */
@@ -65,7 +68,8 @@ void net_flush(void)
     if (net.carrier == CARRIER_ETH) {
         struct eth_frame f[NET_BATCH];
         for (unsigned i = 0; i < n; i++) {
-            f[i] = (struct eth_frame){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i]};
+            f[i] = (struct eth_frame){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
+                                      .tail = net.txtail[i], .tail_len = net.txtail_len[i]};
             memcpy(f[i].peer.mac, net.txdst[i] == WIRE_BROADCAST ? eth_broadcast.mac : net.peers[net.txdst[i]].mac, 6);
         }
         int rc = eth_send(&net.eth, f, n);
@@ -74,6 +78,7 @@ void net_flush(void)
         struct udp_packet p[NET_BATCH];
         for (unsigned i = 0; i < n; i++)
             p[i] = (struct udp_packet){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
+                                       .tail = net.txtail[i], .tail_len = net.txtail_len[i],
                                        .peer = net.peers[net.txdst[i]].udp};
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
@@ -83,36 +88,54 @@ void net_flush(void)
     net.stats.packets_sent += sent;
 }
 
-static void queue_one(uint32_t dst, const void *pkt, size_t len)
+/* Queues head, then tail: copied after head, or referenced when it stays
+ * valid until the packet is flushed (the engines' stored DATA payloads;
+ * engine_input flushes before an ACK can free one). */
+static void queue_one(uint32_t dst, const void *head, size_t hlen, const void *tail, size_t tlen, int keep_tail)
 {
     if (net.ntx == NET_BATCH)
         net_flush();
-    memcpy(net.txbuf + net.ntx * net.pkt_cap, pkt, len);
-    net.txlen[net.ntx] = len;
+    unsigned char *slot = net.txbuf + net.ntx * net.pkt_cap;
+    memcpy(slot, head, hlen);
+    if (!keep_tail && tlen)
+        memcpy(slot + hlen, tail, tlen);
+    net.txlen[net.ntx] = keep_tail ? hlen : hlen + tlen;
+    net.txtail[net.ntx] = keep_tail && tlen ? tail : NULL;
+    net.txtail_len[net.ntx] = keep_tail ? tlen : 0;
     net.txdst[net.ntx++] = dst;
-    net.stats.bytes_sent += len;
+    net.stats.bytes_sent += hlen + tlen;
 }
 
 /* UDP has no job-wide broadcast address: a broadcast is one datagram per
  * peer.  A raw frame to ff:ff:ff:ff:ff:ff reaches them all at once. */
-static void queue_tx(void *ctx, uint32_t dst, const void *pkt, size_t len)
+static void queue_packet(uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
 {
-    (void)ctx;
     if (dst != WIRE_BROADCAST || net.carrier == CARRIER_ETH) {
-        queue_one(dst, pkt, len);
+        queue_one(dst, hdr, WIRE_HEADER_BYTES, payload, len, stable);
         return;
     }
     for (int r = 0; r < net.nranks; r++)
         if (r != net.rank)
-            queue_one((uint32_t)r, pkt, len);
+            queue_one((uint32_t)r, hdr, WIRE_HEADER_BYTES, payload, len, stable);
 }
 
-static void engine_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len)
+/* A packet released by the send-side fault injector (whole, in its copy). */
+static void queue_faulted(void *ctx, uint32_t dst, const void *pkt, size_t len)
 {
-    if (net.faulty)
-        fault_pass(&net.fsend, net.now, dst, pkt, len, queue_tx, ctx);
-    else
-        queue_tx(ctx, dst, pkt, len);
+    (void)ctx;
+    queue_packet(dst, pkt, (const unsigned char *)pkt + WIRE_HEADER_BYTES, len - WIRE_HEADER_BYTES, 0);
+}
+
+static void engine_xmit(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
+{
+    if (!net.faulty) {
+        queue_packet(dst, hdr, payload, len, stable);
+        return;
+    }
+    memcpy(net.scratch, hdr, WIRE_HEADER_BYTES);
+    if (len)
+        memcpy(net.scratch + WIRE_HEADER_BYTES, payload, len);
+    fault_pass(&net.fsend, net.now, dst, net.scratch, WIRE_HEADER_BYTES + len, queue_faulted, ctx);
 }
 
 static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
@@ -126,10 +149,10 @@ static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
                peer, net_carrier(), util_config_int(CFG_NET_DEAD_MS));
 }
 
-int net_send(int dest, enum net_channel ch, const void *msg, size_t len)
+int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
 {
     net.now = util_now_ns();
-    return rel_send(net.rel[ch], (uint32_t)dest, msg, len, net.now);
+    return rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
 }
 
 int net_bcast(const void *msg, size_t len)
@@ -158,6 +181,7 @@ static void count_drop(enum wire_verdict v)
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     (void)ctx, (void)src;
+    net_flush(); /* queued packets may point at payloads an ACK here frees */
     enum wire_verdict v = rel_input(net.rel[rel_packet_is_reply(pkt, len)], pkt, len, net.now);
     if (v != WIRE_OK)
         count_drop(v);
@@ -172,7 +196,7 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
     return src;
 }
 
-static void receive_batch(void)
+static unsigned receive_batch(void)
 {
     size_t len[NET_BATCH];
     int got;
@@ -200,6 +224,7 @@ static void receive_batch(void)
         else
             engine_input(NULL, 0, pkt, len[i]);
     }
+    return got > 0 ? (unsigned)got : 0;
 }
 
 static uint64_t next_deadline(void)
@@ -220,7 +245,7 @@ static void run_timers(void)
         return;
     if (net.faulty) {
         fault_flush(&net.frecv, net.now, engine_input, NULL);
-        fault_flush(&net.fsend, net.now, queue_tx, NULL);
+        fault_flush(&net.fsend, net.now, queue_faulted, NULL);
     }
     rel_tick(net.rel[0], net.now);
     rel_tick(net.rel[1], net.now);
@@ -242,9 +267,9 @@ static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget
 unsigned net_poll(int replies_only)
 {
     net.now = util_now_ns();
-    receive_batch();
+    unsigned done = receive_batch();
     run_timers();
-    unsigned done = deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
+    done += deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
     if (!replies_only)
         done += deliver_from(net.rel[NET_REQUEST], NET_REQUEST, NET_DELIVER_BATCH);
     net_flush();
@@ -379,7 +404,8 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
     net.rxbuf = malloc(NET_BATCH * net.pkt_cap);
-    if (!net.txbuf || !net.rxbuf)
+    net.scratch = malloc(net.pkt_cap);
+    if (!net.txbuf || !net.rxbuf || !net.scratch)
         return SHOAL_ENOMEM;
     rc = start_engines(job_id, &me);
     if (rc)
@@ -414,6 +440,17 @@ void net_fini(void)
             net_flush();
         } while (!all_acknowledged() && util_now_ns() < until);
     }
+    if (net.active) {
+        struct net_stats st;
+        net_get_stats(&st);
+        LOG(LOG_INFO, "%s: %llu packets sent, %llu received, %llu retransmitted, %llu explicit acks, "
+            "%llu lost to a full socket buffer, %llu dropped (%llu foreign, %llu malformed), %llu lost by SHOAL_FAULTS",
+            net_carrier(), (unsigned long long)st.packets_sent, (unsigned long long)st.packets_received,
+            (unsigned long long)st.retransmits, (unsigned long long)st.acks_sent,
+            (unsigned long long)st.send_overflows, (unsigned long long)st.dropped,
+            (unsigned long long)st.dropped_foreign, (unsigned long long)st.dropped_malformed,
+            (unsigned long long)st.faults_dropped);
+    }
     for (int ch = 0; ch < 2; ch++)
         if (net.rel[ch])
             rel_destroy(net.rel[ch]);
@@ -424,6 +461,7 @@ void net_fini(void)
     free(net.peers);
     free(net.txbuf);
     free(net.rxbuf);
+    free(net.scratch);
     memset(&net, 0, sizeof net);
     net.udp.fd = net.eth.fd = -1;
 }

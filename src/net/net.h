@@ -51,15 +51,17 @@ void net_fini(void);
 const char *net_carrier(void);
 size_t net_max_payload(void);
 
-/* Queues one message for dest.  SHOAL_OK, SHOAL_EAGAIN (window or credits:
- * poll and retry), SHOAL_EPEERDEAD. */
-int net_send(int dest, enum net_channel ch, const void *msg, size_t len);
+/* Queues one message for dest: head then body (copied; either may be
+ * empty).  SHOAL_OK, SHOAL_EAGAIN (window or credits: poll and retry),
+ * SHOAL_EPEERDEAD. */
+int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen);
 /* Best-effort datagram to every other rank (SHOAL_OK or SHOAL_EINVAL). */
 int net_bcast(const void *msg, size_t len);
 /* Hands queued packets to the kernel. */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when
- * replies_only); returns the number delivered. */
+ * replies_only); returns packets received plus messages delivered (0:
+ * nothing happened, so a waiter may back off). */
 unsigned net_poll(int replies_only);
 /* Descriptor that becomes readable when packets arrive (blocking waits). */
 int net_fd(void);

@@ -83,8 +83,6 @@ struct rel {
     uint32_t bq_head, bq_len;
     enum cur_msg cur;
     uint64_t next_due;                 /* no peer timer is due before this */
-    unsigned char *pkt;                /* encoding buffer */
-    size_t pkt_cap;
     struct rel_stats stats;
 };
 
@@ -291,10 +289,11 @@ static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t fl
         .type = type, .flags = (uint16_t)(flags | (r->cfg.reply_channel ? WIRE_F_REPLY : 0)), .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
         .dst = p->rank, .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq,
         .ack = p->rcv_ack, .sack = sack_bits(r, p), .credits = (uint16_t)credits, .len = (uint16_t)len};
-    size_t n = wire_encode(r->pkt, r->pkt_cap, &h, data, r->cfg.need_checksum);
+    unsigned char hdr[WIRE_HEADER_BYTES];
+    wire_encode_header(hdr, &h, r->cfg.need_checksum);
     p->adv_limit = p->rcv_ack + credits;
     p->ack_due = REL_NEVER;
-    r->io.xmit(r->ctx, p->rank, r->pkt, n);
+    r->io.xmit(r->ctx, p->rank, hdr, data, len, 1);
 }
 
 static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, uint64_t now)
@@ -600,13 +599,11 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
     if (!r)
         return SHOAL_ENOMEM;
     *r = (struct rel){.cfg = *cfg, .io = *io, .ctx = ctx, .next_due = REL_NEVER,
-                      .pkt_cap = WIRE_HEADER_BYTES + cfg->max_payload,
                       .expect = {.job = cfg->job, .key = cfg->key, .self = cfg->self, .nranks = cfg->nranks,
                                  .need_checksum = cfg->need_checksum}};
     r->peers = calloc(cfg->nranks, sizeof *r->peers);
     r->bq = calloc(cfg->rcv_buf, sizeof *r->bq);
-    r->pkt = malloc(r->pkt_cap);
-    if (!r->peers || !r->bq || !r->pkt) {
+    if (!r->peers || !r->bq) {
         rel_destroy(r);
         return SHOAL_ENOMEM;
     }
@@ -632,7 +629,6 @@ void rel_destroy(struct rel *r)
         free(r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)].data);
     free(r->bq);
     free(r->peers);
-    free(r->pkt);
     free(r);
 }
 
@@ -657,6 +653,13 @@ static int admit(struct rel *r, struct peer *p, uint64_t now)
 
 int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now)
 {
+    return rel_send2(r, peer, payload, len, NULL, 0, now);
+}
+
+int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
+              uint64_t now)
+{
+    size_t len = hlen + blen;
     if (peer >= r->cfg.nranks || peer == r->cfg.self || len > r->cfg.max_payload)
         return SHOAL_EINVAL;
     struct peer *p = peer_get(r, peer, now);
@@ -668,8 +671,10 @@ int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint
         r->stats.nomem++;
     if (rc != SHOAL_OK)
         return rc;
-    if (len)
-        memcpy(copy, payload, len);
+    if (hlen)
+        memcpy(copy, head, hlen);
+    if (blen)
+        memcpy((char *)copy + hlen, body, blen);
     uint32_t seq = p->nxt++;
     struct tx_slot *t = &p->tx[seq & (r->cfg.window - 1)];
     *t = (struct tx_slot){.data = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
@@ -688,9 +693,10 @@ int rel_bcast(struct rel *r, const void *payload, size_t len)
         return SHOAL_EINVAL;
     struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
                             .dst = WIRE_BROADCAST, .src_inc = r->cfg.incarnation, .len = (uint16_t)len};
-    size_t n = wire_encode(r->pkt, r->pkt_cap, &h, payload, r->cfg.need_checksum);
+    unsigned char hdr[WIRE_HEADER_BYTES];
+    wire_encode_header(hdr, &h, r->cfg.need_checksum);
     r->stats.bcasts_sent++;
-    r->io.xmit(r->ctx, WIRE_BROADCAST, r->pkt, n);
+    r->io.xmit(r->ctx, WIRE_BROADCAST, hdr, payload, len, 0);
     return SHOAL_OK;
 }
 

@@ -105,9 +105,14 @@ enum rel_dead_reason {
 };
 
 struct rel_io {
-    /* Sends one packet to dst (a rank or WIRE_BROADCAST).  pkt is only
-     * valid during the call.  A failed send is a lost packet. */
-    void (*xmit)(void *ctx, uint32_t dst, const void *pkt, size_t len);
+    /* Sends one packet to dst (a rank or WIRE_BROADCAST): the 64-byte
+     * header hdr, then len payload bytes.  hdr is valid only during the
+     * call; so is payload unless `stable`: a DATA packet's payload is the
+     * engine's stored copy, which stays valid until the carrier's next
+     * rel_input or rel_destroy (only an ACK frees it), so a carrier may
+     * queue it without copying until then.  A failed send is a lost
+     * packet. */
+    void (*xmit)(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable);
     /* peer is dead for this job; called once per peer, from rel_input or
      * rel_tick. */
     void (*peer_dead)(void *ctx, uint32_t peer, enum rel_dead_reason why);
@@ -161,6 +166,9 @@ void rel_destroy(struct rel *r);
  * rel_input or rel_tick); SHOAL_EPEERDEAD; SHOAL_EINVAL (peer is self
  * or out of range, len > max_payload); SHOAL_ENOMEM. */
 int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now);
+/* The same, for a payload in two parts (head, then body), stored as one. */
+int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
+              uint64_t now);
 
 /* Sends payload to every other rank, once, unsequenced. SHOAL_OK or
  * SHOAL_EINVAL (len > max_payload). */

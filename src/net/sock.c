@@ -16,10 +16,13 @@ void sock_set_buffers(int fd, int bytes)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-void sock_msg(struct mmsghdr *m, struct iovec *iov, void *buf, size_t len, void *name, socklen_t namelen)
+void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
+              void *name, socklen_t namelen)
 {
-    *iov = (struct iovec){buf, len};
-    *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = namelen, .msg_iov = iov, .msg_iovlen = 1}};
+    iov[0] = (struct iovec){buf, len};
+    iov[1] = (struct iovec){(void *)tail, tail_len};
+    *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = namelen, .msg_iov = iov,
+                                      .msg_iovlen = tail ? 2 : 1}};
 }
 
 int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what)

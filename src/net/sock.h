@@ -13,8 +13,10 @@
  * sysctl caps when the process may. */
 void sock_set_buffers(int fd, int bytes);
 
-/* Points m at one datagram: buf/len through iov, and its address. */
-void sock_msg(struct mmsghdr *m, struct iovec *iov, void *buf, size_t len, void *name, socklen_t namelen);
+/* Points m at one datagram: buf/len, then tail/tail_len (tail NULL: none),
+ * through iov[0..1], and its address. */
+void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
+              void *name, socklen_t namelen);
 
 /* Sends n (≤ SOCK_BATCH) prepared datagrams: how many the kernel took (fewer
  * when its buffer filled), or SHOAL_ESYS on another error (logged, `what`

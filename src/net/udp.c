@@ -216,14 +216,14 @@ void udp_close(struct udp_sock *s)
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH][2];
     struct sockaddr_storage to[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
         unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
         for (unsigned i = 0; i < k; i++) {
             const struct udp_packet *p = &pkts[done + i];
-            sock_msg(&msgs[i], &iov[i], p->buf, p->len, &to[i], sockaddr_of(&p->peer, &to[i]));
+            sock_msg(&msgs[i], iov[i], p->buf, p->len, p->tail, p->tail_len, &to[i], sockaddr_of(&p->peer, &to[i]));
         }
         int sent = sock_send(s->fd, msgs, k, "UDP");
         if (sent < 0)
@@ -238,11 +238,11 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH][2];
     struct sockaddr_storage from[SOCK_BATCH];
     unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
     for (unsigned i = 0; i < k; i++)
-        sock_msg(&msgs[i], &iov[i], pkts[i].buf, pkts[i].len, &from[i], sizeof from[i]);
+        sock_msg(&msgs[i], iov[i], pkts[i].buf, pkts[i].len, NULL, 0, &from[i], sizeof from[i]);
     int got = sock_recv(s->fd, msgs, k);
     for (int i = 0; i < got; i++) {
         pkts[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;

@@ -30,6 +30,8 @@ struct udp_sock {
 struct udp_packet {
     void *buf;
     size_t len; /* bytes to send; received: bytes that arrived */
+    const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
+    size_t tail_len;
     struct udp_endpoint peer;
 };
 

@@ -61,11 +61,8 @@ static uint64_t get64(const unsigned char *p)
     return get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum)
+void wire_encode_header(void *buf, const struct wire_header *h, int with_checksum)
 {
-    size_t total = WIRE_HEADER_BYTES + h->len;
-    if (total > cap || h->len > WIRE_MAX_PAYLOAD)
-        return 0;
     unsigned char *p = buf;
     put32(p + 0, WIRE_MAGIC);
     p[4] = WIRE_VERSION;
@@ -83,8 +80,16 @@ size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const voi
     put16(p + 56, h->credits);
     put16(p + 58, h->len);
     put32(p + 60, with_checksum ? wire_crc32c(p, 60) : 0);
+}
+
+size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum)
+{
+    size_t total = WIRE_HEADER_BYTES + h->len;
+    if (total > cap || h->len > WIRE_MAX_PAYLOAD)
+        return 0;
+    wire_encode_header(buf, h, with_checksum);
     if (h->len)
-        memcpy(p + WIRE_HEADER_BYTES, payload, h->len);
+        memcpy((unsigned char *)buf + WIRE_HEADER_BYTES, payload, h->len);
     return total;
 }
 

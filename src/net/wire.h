@@ -79,6 +79,9 @@ struct wire_expect {
 
 uint32_t wire_crc32c(const void *buf, size_t n);
 
+/* Writes the 64 header bytes (h->len says the payload's length) into buf. */
+void wire_encode_header(void *buf, const struct wire_header *h, int with_checksum);
+
 /* Writes header + payload into buf (cap bytes); with_checksum fills csum.
  * Returns the packet's length, or 0 if it does not fit. */
 size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum);
