@@ -403,6 +403,12 @@ struct shoal_stats {
     uint64_t rma_refused;     /* accesses to this rank's memory refused (key, bounds, permission) */
     uint64_t rma_failures;    /* failures reported to this rank for its commands */
     uint64_t dropped;         /* malformed messages dropped without effect */
+    /* the cluster transport (zero when every peer is reached over shm) */
+    uint64_t net_packets_sent, net_packets_received;
+    uint64_t net_retransmits;      /* packets sent again (loss, or a late ack) */
+    uint64_t net_dropped;          /* packets refused, all reasons (duplicates included) */
+    uint64_t net_dropped_foreign;  /* of which not shoal's or another job's (magic, version, job, key) */
+    uint64_t net_dropped_malformed;/* of which damaged (length, checksum, type, rank) */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

@@ -74,18 +74,31 @@ void am_progress_wait(struct util_backoff *b, int replies_only)
     am_wait_step(b);
 }
 
+/* Polls of the socket (system calls, ~1 us each) before a blocking wait
+ * sleeps: long enough to catch a reply already on its way. */
+#define AM_BLOCK_AFTER_POLLS 256u
+
+static void am_check_launcher(void)
+{
+    int dead;
+    const char *reason;
+    if (boot_peer_failed(&dead, &reason)) {
+        if (dead < 0)
+            util_fatal("the launcher ended the job (%s)", reason);
+        util_fatal("peer rank %d %s; ending the job", dead, reason);
+    }
+}
+
 void am_wait_step(struct util_backoff *b)
 {
-    util_backoff_wait(b);
-    if ((b->spins & 255u) == 0) {
-        int dead;
-        const char *reason;
-        if (boot_peer_failed(&dead, &reason)) {
-            if (dead < 0)
-                util_fatal("the launcher ended the job (%s)", reason);
-            util_fatal("peer rank %d %s; ending the job", dead, reason);
-        }
+    if (UTIL_UNLIKELY(am.net_block_ns) && b->spins >= AM_BLOCK_AFTER_POLLS) {
+        net_wait(am.net_block_ns); /* no CPU until something happens */
+        am_check_launcher();
+        return;
     }
+    util_backoff_wait(b);
+    if ((b->spins & 255u) == 0)
+        am_check_launcher();
 }
 
 /* ---- receive side --------------------------------------------------------- */

@@ -49,6 +49,7 @@ struct am_state {
     _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
     uint8_t *remote;             /* [nranks]: 1 = reached over the cluster transport; NULL: all over shm */
     uint64_t *net_barrier;       /* [SHM_BARRIER_ROUNDS]: latest epoch announced per round over the network */
+    uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
 };
 
 extern struct am_state am;

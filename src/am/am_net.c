@@ -16,6 +16,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the AM payload layout is little-endian");
 
@@ -228,6 +229,24 @@ static void am_net_deliver(const struct net_msg *m)
 
 /* ---- start-up ----------------------------------------------------------- */
 
+/* SHOAL_NET_WAIT: how long a wait past its spin budget may sleep on the
+ * socket (0: it spins).  Peers on shm do not wake the socket, so with any
+ * of them a sleep is a short nap; with none, it lasts until a timer. */
+#define AM_NAP_NS 50000ull
+#define AM_BLOCK_NS 100000000ull
+static uint64_t am_net_block_ns(void)
+{
+    const char *mode = util_config_str(CFG_NET_WAIT);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int block = !strcmp(mode, "block") || (!strcmp(mode, "auto") && cores > 0 && am.nranks > cores);
+    if (!block)
+        return 0;
+    for (int r = 0; r < am.nranks; r++)
+        if (r != am.rank && !am.remote[r])
+            return AM_NAP_NS;
+    return AM_BLOCK_NS;
+}
+
 int am_net_init(uint64_t job_id)
 {
     const char *transport = util_config_str(CFG_TRANSPORT);
@@ -244,6 +263,7 @@ int am_net_init(uint64_t job_id)
     if (rc)
         return rc;
     an.max_payload = net_max_payload();
+    am.net_block_ns = am_net_block_ns();
     return SHOAL_OK;
 }
 

@@ -2,6 +2,7 @@
 #include "am/am.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
+#include "net/net.h"
 #include "rma/rma.h"
 #include "shm/shm.h"
 #include "util/util.h"
@@ -170,6 +171,16 @@ int shoal_stats_get(struct shoal_stats *out)
     if (!out)
         return SHOAL_EINVAL;
     *out = am.stats;
+    if (am.remote) {
+        struct net_stats ns;
+        net_get_stats(&ns);
+        out->net_packets_sent = ns.packets_sent;
+        out->net_packets_received = ns.packets_received;
+        out->net_retransmits = ns.retransmits;
+        out->net_dropped = ns.dropped;
+        out->net_dropped_foreign = ns.dropped_foreign;
+        out->net_dropped_malformed = ns.dropped_malformed;
+    }
     out->rma_refused = atomic_load_explicit(&rma.hdr[boot.rank]->refused, memory_order_relaxed);
     return SHOAL_OK;
 }

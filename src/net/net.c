@@ -10,6 +10,8 @@
 #include "util/util.h"
 #include "shoal.h"
 
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -276,9 +278,26 @@ unsigned net_poll(int replies_only)
     return done;
 }
 
-int net_fd(void)
+void net_wait(uint64_t max_ns)
 {
-    return net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd;
+    net_flush();
+    uint64_t ns = net_idle_ns();
+    ns = ns < max_ns ? ns : max_ns;
+    struct pollfd pfd = {.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    ppoll(&pfd, 1, &ts, NULL);
+}
+
+const char *net_describe(char *buf, size_t cap)
+{
+    char ep[64];
+    if (net.carrier == CARRIER_ETH)
+        snprintf(buf, cap, "eth %s %02x:%02x:%02x:%02x:%02x:%02x", net.udp.ifname, net.eth.self.mac[0],
+                 net.eth.self.mac[1], net.eth.self.mac[2], net.eth.self.mac[3], net.eth.self.mac[4],
+                 net.eth.self.mac[5]);
+    else
+        snprintf(buf, cap, "udp %s", udp_endpoint_str(&net.udp.self, ep, sizeof ep));
+    return buf;
 }
 
 uint64_t net_idle_ns(void)
@@ -411,8 +430,9 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     if (rc)
         return rc;
     net.active = 1;
-    LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_carrier(), net.max_payload,
-        me.incarnation);
+    char what[96];
+    LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_describe(what, sizeof what),
+        net.max_payload, me.incarnation);
     return SHOAL_OK;
 }
 

@@ -63,10 +63,12 @@ void net_flush(void);
  * replies_only); returns packets received plus messages delivered (0:
  * nothing happened, so a waiter may back off). */
 unsigned net_poll(int replies_only);
-/* Descriptor that becomes readable when packets arrive (blocking waits). */
-int net_fd(void);
+/* Sleeps until a packet arrives, a timer is due, or max_ns pass. */
+void net_wait(uint64_t max_ns);
 /* Nanoseconds until the engines next need to run (timers), capped. */
 uint64_t net_idle_ns(void);
+/* "udp 10.0.0.2:40001" / "eth eth0 02:..": this rank's endpoint. */
+const char *net_describe(char *buf, size_t cap);
 
 void net_get_stats(struct net_stats *out);
 

@@ -38,6 +38,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                          "send and receive buffer of the cluster transport's socket (bytes, K/M/G suffixes; past the sysctl caps when the process may)"},
     [CFG_NET_DEAD_MS] = {"SHOAL_NET_DEAD_MS", "3000",
                          "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
+    [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
+                      "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -106,6 +108,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+    case CFG_NET_WAIT:
+        return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
     case CFG_IFACE:
         return 0; /* resolved, with a message naming it, when the transport starts */
     case CFG_PORT_RANGE:
