@@ -11,6 +11,8 @@
 #include "shoal.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,8 @@ enum carrier { CARRIER_UDP, CARRIER_ETH };
 #define NET_BATCH SOCK_BATCH
 #define NET_DELIVER_BATCH 64u    /* messages per net_poll, so shm peers are not starved */
 #define NET_LINGER_NS 1000000000ull
+#define NET_THREAD_TICK_NS 10000000ull /* how often the progress thread looks */
+#define NET_THREAD_AFTER_NS 5000000ull /* how long the application must be away first */
 
 static struct {
     int active;
@@ -57,11 +61,16 @@ static struct {
     uint64_t now; /* time of the current net_poll, for the callbacks */
     int closing;
     struct net_stats stats;
+    int thread_on;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    _Atomic int thread_stop;
+    _Atomic uint64_t attended_until; /* the progress thread stays out until then */
 } net = {.udp = {.fd = -1}, .eth = {.fd = -1}};
 
 /* ---- sending ------------------------------------------------------------ */
 
-void net_flush(void)
+static void flush_tx(void)
 {
     unsigned n = net.ntx, sent;
     if (!n)
@@ -96,7 +105,7 @@ void net_flush(void)
 static void queue_one(uint32_t dst, const void *head, size_t hlen, const void *tail, size_t tlen, int keep_tail)
 {
     if (net.ntx == NET_BATCH)
-        net_flush();
+        flush_tx();
     unsigned char *slot = net.txbuf + net.ntx * net.pkt_cap;
     memcpy(slot, head, hlen);
     if (!keep_tail && tlen)
@@ -151,16 +160,49 @@ static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
                peer, net_carrier(), util_config_int(CFG_NET_DEAD_MS));
 }
 
+/* The engines are not thread-safe: the progress thread and the
+ * application take this (recursive: handlers run from net_poll send). */
+static void lock(void)
+{
+    if (net.thread_on)
+        pthread_mutex_lock(&net.lock);
+}
+
+static void unlock(void)
+{
+    if (net.thread_on)
+        pthread_mutex_unlock(&net.lock);
+}
+
+/* The application attends to the transport until t: the thread stays out. */
+static void attended_until(uint64_t t)
+{
+    atomic_store_explicit(&net.attended_until, t, memory_order_relaxed);
+}
+
 int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
 {
+    lock();
     net.now = util_now_ns();
-    return rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
+    int rc = rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
+    unlock();
+    return rc;
 }
 
 int net_bcast(const void *msg, size_t len)
 {
+    lock();
     net.now = util_now_ns();
-    return rel_bcast(net.rel[NET_REQUEST], msg, len);
+    int rc = rel_bcast(net.rel[NET_REQUEST], msg, len);
+    unlock();
+    return rc;
+}
+
+void net_flush(void)
+{
+    lock();
+    flush_tx();
+    unlock();
 }
 
 /* ---- receiving ---------------------------------------------------------- */
@@ -183,7 +225,7 @@ static void count_drop(enum wire_verdict v)
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     (void)ctx, (void)src;
-    net_flush(); /* queued packets may point at payloads an ACK here frees */
+    flush_tx(); /* queued packets may point at payloads an ACK here frees */
     enum wire_verdict v = rel_input(net.rel[rel_packet_is_reply(pkt, len)], pkt, len, net.now);
     if (v != WIRE_OK)
         count_drop(v);
@@ -268,21 +310,28 @@ static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget
 
 unsigned net_poll(int replies_only)
 {
+    lock();
     net.now = util_now_ns();
+    attended_until(net.now + NET_THREAD_AFTER_NS);
     unsigned done = receive_batch();
     run_timers();
     done += deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
     if (!replies_only)
         done += deliver_from(net.rel[NET_REQUEST], NET_REQUEST, NET_DELIVER_BATCH);
-    net_flush();
+    flush_tx();
+    unlock();
     return done;
 }
 
 void net_wait(uint64_t max_ns)
 {
-    net_flush();
+    lock();
+    flush_tx();
     uint64_t ns = net_idle_ns();
     ns = ns < max_ns ? ns : max_ns;
+    /* a packet the thread took would not wake this sleep */
+    attended_until(util_now_ns() + ns + NET_THREAD_AFTER_NS);
+    unlock();
     struct pollfd pfd = {.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
     ppoll(&pfd, 1, &ts, NULL);
@@ -298,6 +347,62 @@ const char *net_describe(char *buf, size_t cap)
     else
         snprintf(buf, cap, "udp %s", udp_endpoint_str(&net.udp.self, ep, sizeof ep));
     return buf;
+}
+
+/* ---- the progress thread ----------------------------------------------- */
+
+/* While the application computes, the engines still receive, acknowledge,
+ * retransmit and answer keepalives: every NET_THREAD_TICK_NS the thread
+ * looks, and works only if the application has not for NET_THREAD_AFTER_NS.
+ * It never runs handlers: messages wait for the application's next poll
+ * (and hold their credits meanwhile, which pushes back on senders). */
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = (long)NET_THREAD_TICK_NS};
+    while (!atomic_load_explicit(&net.thread_stop, memory_order_acquire)) {
+        nanosleep(&tick, NULL);
+        uint64_t now = util_now_ns();
+        if (now < atomic_load_explicit(&net.attended_until, memory_order_relaxed) ||
+            pthread_mutex_trylock(&net.lock) != 0)
+            continue;
+        net.now = now;
+        receive_batch();
+        run_timers();
+        flush_tx();
+        net.stats.thread_runs++;
+        pthread_mutex_unlock(&net.lock);
+    }
+    return NULL;
+}
+
+static int start_thread(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&net.lock, &a);
+    pthread_mutexattr_destroy(&a);
+    net.thread_on = 1;
+    int err = pthread_create(&net.thread, NULL, progress_main, NULL);
+    if (err) {
+        LOG(LOG_ERROR, "cannot start the transport's progress thread: %s", strerror(err));
+        net.thread_on = 0;
+        pthread_mutex_destroy(&net.lock);
+        return SHOAL_ESYS;
+    }
+    return SHOAL_OK;
+}
+
+static void stop_thread(void)
+{
+    if (!net.thread_on)
+        return;
+    atomic_store_explicit(&net.thread_stop, 1, memory_order_release);
+    pthread_join(net.thread, NULL);
+    net.thread_on = 0;
+    pthread_mutex_destroy(&net.lock);
 }
 
 uint64_t net_idle_ns(void)
@@ -429,6 +534,8 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;
+    if (util_config_int(CFG_NET_THREAD) == 1 && (rc = start_thread()) != SHOAL_OK)
+        return rc;
     net.active = 1;
     char what[96];
     LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_describe(what, sizeof what),
@@ -450,6 +557,7 @@ static int all_acknowledged(void)
 
 void net_fini(void)
 {
+    stop_thread();
     if (net.active) {
         net.closing = 1;
         uint64_t until = util_now_ns() + NET_LINGER_NS;
@@ -457,7 +565,7 @@ void net_fini(void)
             net_poll(0);
             rel_flush_acks(net.rel[0]);
             rel_flush_acks(net.rel[1]);
-            net_flush();
+            flush_tx();
         } while (!all_acknowledged() && util_now_ns() < until);
     }
     if (net.active) {
@@ -500,6 +608,7 @@ size_t net_max_payload(void)
 
 void net_get_stats(struct net_stats *out)
 {
+    lock();
     *out = net.stats;
     for (int ch = 0; ch < 2 && net.rel[ch]; ch++) {
         const struct rel_stats *s = rel_stats(net.rel[ch]);
@@ -507,4 +616,5 @@ void net_get_stats(struct net_stats *out)
         out->acks_sent += s->acks_sent;
     }
     out->faults_dropped = net.fsend.stats.dropped + net.frecv.stats.dropped;
+    unlock();
 }

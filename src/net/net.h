@@ -12,7 +12,9 @@
  * publishes its address, incarnation and MTU; rank 0's random key becomes
  * the job's.  eth is used only if every rank could open a raw socket;
  * otherwise all use udp (with a one-line notice).  SHOAL_FAULTS applies to
- * every packet sent and received. */
+ * every packet sent and received.  With SHOAL_NET_THREAD=1 a progress
+ * thread keeps the engines going (acks, retransmissions, keepalives) while
+ * the application computes; handlers still run only in net_poll. */
 #ifndef SHOAL_NET_NET_H
 #define SHOAL_NET_NET_H
 
@@ -40,6 +42,7 @@ struct net_stats {
     uint64_t dropped_foreign;  /* of which not this job's (magic, job, key, version) */
     uint64_t dropped_malformed;/* of which damaged (length, checksum, type, rank) */
     uint64_t faults_dropped;   /* lost on purpose by SHOAL_FAULTS */
+    uint64_t thread_runs;      /* times the progress thread worked for an absent application */
 };
 
 /* Collective.  transport is "udp" or "eth"; deliver runs every message. */

@@ -40,6 +40,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                          "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
+    [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
+                        "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -106,7 +108,7 @@ static int validate(enum util_cfg_id id, const char *v)
                 strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
     case CFG_TRANSPORT:
         return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
-    case CFG_RMA_DIRECT: case CFG_NET_LOCAL:
+    case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;

@@ -6,7 +6,10 @@
  *           socket during AM traffic are dropped and counted, and the
  *           traffic's results are exact;
  *   stall   rank 1 stops (SIGSTOP): rank 0 must end the job naming it
- *           (checked by check_stall.py). */
+ *           (checked by check_stall.py);
+ *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
+ *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
+ *           keepalives, so it is not declared dead. */
 #include "net/net.h"
 #include "net/wire.h"
 #include "shoal.h"
@@ -16,6 +19,7 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +233,20 @@ static void test_inject(void)
     }
 }
 
+static void test_compute(void)
+{
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    double dead_s = atof(getenv("SHOAL_NET_DEAD_MS") ? getenv("SHOAL_NET_DEAD_MS") : "3000") / 1000;
+    if (me == 1) {
+        double t0 = test_now();
+        while (test_now() - t0 < 3 * dead_s) {
+        }
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0)
+        printf("compute: rank 1 computed %.1f s without a call and stayed alive\n", 3 * dead_s);
+}
+
 static void test_stall(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
@@ -253,6 +271,8 @@ int main(int argc, char **argv)
         test_inject();
     else if (!strcmp(test, "stall"))
         test_stall();
+    else if (!strcmp(test, "compute"))
+        test_compute();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
