@@ -224,12 +224,15 @@ static void test_inject(void)
         printf("inject: %llu foreign and %llu malformed injected; dropped %llu foreign, %llu malformed\n",
                (unsigned long long)foreign, (unsigned long long)malformed, (unsigned long long)f,
                (unsigned long long)m);
-        CHECK(f == foreign, "%llu foreign drops for %llu injected", (unsigned long long)f,
+        /* On a shared medium (raw frames on lo) a rank also sees, and drops,
+         * frames for other ranks (as malformed: not its rank) and other
+         * jobs' frames (foreign): there the counts are lower bounds. */
+        char ep[96];
+        int shared = strncmp(net_describe(ep, sizeof ep), "eth", 3) == 0;
+        CHECK(shared ? f >= foreign : f == foreign, "%llu foreign drops for %llu injected", (unsigned long long)f,
               (unsigned long long)foreign);
-        /* on a shared medium (raw frames on lo) a rank also sees, and drops
-         * as not its own, frames for other ranks */
-        CHECK(m >= malformed, "%llu malformed drops for %llu injected", (unsigned long long)m,
-              (unsigned long long)malformed);
+        CHECK(shared ? m >= malformed : m == malformed, "%llu malformed drops for %llu injected",
+              (unsigned long long)m, (unsigned long long)malformed);
     }
 }
 
