@@ -97,6 +97,9 @@ void am_net_fini(void);
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args);
+/* One best-effort datagram to every other rank, run there as a request to
+ * internal handler `handler` with no payload (it may be lost). */
+int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args);
 static inline int am_is_remote(int rank)
 {
     return am.remote && am.remote[rank];

@@ -105,6 +105,17 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     return SHOAL_OK;
 }
 
+int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args)
+{
+    unsigned char msg[sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS];
+    struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = AM_SHORT};
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, args, 8 * (size_t)nargs);
+    int rc = net_bcast(msg, sizeof h + 8 * (size_t)nargs);
+    net_flush();
+    return rc;
+}
+
 /* ---- receiving ---------------------------------------------------------- */
 
 static void am_net_drop(uint32_t peer, const char *why)

@@ -4,11 +4,35 @@
  * epoch, so they never need resetting and a fast rank's next barrier cannot
  * be confused with this one.  Handlers run while waiting.  A peer on
  * another host (or any peer, with SHOAL_NET_LOCAL=1) gets its flag as a
- * message whose handler raises the same flag in a local table. */
+ * message whose handler raises the same flag in a local table.
+ *
+ * On raw Ethernet with every peer on the network, the barrier uses the
+ * medium's broadcast instead (GAMMA, seed 001 §5-6): each rank tells rank
+ * 0 it arrived (reliable), and rank 0 releases everyone with ONE broadcast
+ * frame: N messages instead of N log N.  Broadcasts may be lost: a rank
+ * not released within COLL_QUERY_NS asks rank 0 once (reliable), and rank
+ * 0 answers with a reliable release as soon as the barrier is complete. */
 #include "am/am.h"
 #include "coll/coll.h"
+#include "net/net.h"
 
-enum { COLL_H_BARRIER = AM_INTERNAL_BASE + 2 };
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    COLL_H_BARRIER = AM_INTERNAL_BASE + 2, /* dissemination flag (epoch, round) */
+    COLL_H_ARRIVE,                         /* to rank 0: arrived at (epoch) */
+    COLL_H_RELEASE,                        /* from rank 0: (epoch) is complete; broadcast or not */
+    COLL_H_QUERY,                          /* to rank 0: not released from (epoch) yet */
+};
+#define COLL_QUERY_NS 2000000ull
+
+static struct {
+    uint32_t arrived[2];    /* rank 0: arrivals per epoch parity (epochs never overlap further) */
+    uint64_t done;          /* rank 0: last complete epoch */
+    uint64_t *asked;        /* rank 0: [rank] epoch it asked about, 0 if none */
+    uint64_t released;      /* others: last epoch released */
+} bb;
 
 static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
@@ -17,9 +41,93 @@ static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint
         am.net_barrier[args[1]] = args[0];
 }
 
+static void coll_arrive(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)tok, (void)buf, (void)n;
+    if (nargs == 1)
+        bb.arrived[args[0] & 1]++;
+}
+
+static void coll_release(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)tok, (void)buf, (void)n;
+    if (nargs == 1 && args[0] > bb.released)
+        bb.released = args[0];
+}
+
+/* Answered at once if the epoch is complete, else when it completes. */
+static void coll_query(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)buf, (void)n;
+    int src = shoal_token_source(tok);
+    if (nargs != 1 || src <= 0 || src >= am.nranks || !bb.asked)
+        return;
+    if (args[0] <= bb.done)
+        am_reply_internal(tok, COLL_H_RELEASE, NULL, 0, 1, &bb.done);
+    else
+        bb.asked[src] = args[0];
+}
+
 void coll_init(void)
 {
     am_register_internal(COLL_H_BARRIER, coll_barrier_flag);
+    am_register_internal(COLL_H_ARRIVE, coll_arrive);
+    am_register_internal(COLL_H_RELEASE, coll_release);
+    am_register_internal(COLL_H_QUERY, coll_query);
+}
+
+static void coll_send(int peer, unsigned handler, uint64_t epoch)
+{
+    int rc = am_request_internal(peer, handler, 0, NULL, 0, 1, &epoch);
+    if (rc)
+        util_fatal("barrier: cannot reach rank %d: %s", peer, shoal_strerror(rc));
+}
+
+/* Every peer on the network, and a carrier whose broadcast is one frame. */
+static int coll_use_broadcast(void)
+{
+    const char *c = net_carrier();
+    if (!am.remote || !c || strcmp(c, "eth") != 0)
+        return 0;
+    for (int r = 0; r < am.nranks; r++)
+        if (r != am.rank && !am.remote[r])
+            return 0;
+    return 1;
+}
+
+static void coll_root(uint64_t epoch)
+{
+    if (!bb.asked && !(bb.asked = calloc((size_t)am.nranks, sizeof *bb.asked)))
+        util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (bb.arrived[epoch & 1] < (uint32_t)am.nranks - 1)
+        am_progress_wait(&b, 0);
+    bb.arrived[epoch & 1] = 0;
+    bb.done = epoch;
+    int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch);
+    if (rc)
+        util_fatal("barrier: broadcast failed: %s", shoal_strerror(rc));
+    for (int r = 1; r < am.nranks; r++)
+        if (bb.asked[r] && bb.asked[r] <= epoch) {
+            bb.asked[r] = 0;
+            coll_send(r, COLL_H_RELEASE, epoch);
+        }
+}
+
+static void coll_leaf(uint64_t epoch)
+{
+    coll_send(0, COLL_H_ARRIVE, epoch);
+    struct util_backoff b;
+    util_backoff_init(&b);
+    uint64_t ask_at = util_now_ns() + COLL_QUERY_NS;
+    while (bb.released < epoch) {
+        am_progress_wait(&b, 0);
+        if (ask_at && util_now_ns() >= ask_at) {
+            coll_send(0, COLL_H_QUERY, epoch);
+            ask_at = 0;
+        }
+    }
 }
 
 static void coll_raise(int peer, unsigned round, uint64_t epoch)
@@ -49,6 +157,14 @@ int shoal_barrier(void)
     if (rc)
         return rc;
     uint64_t epoch = ++am.barrier_epoch;
+    if (am.nranks > 1 && coll_use_broadcast()) {
+        if (am.rank == 0)
+            coll_root(epoch);
+        else
+            coll_leaf(epoch);
+        am.stats.barriers++;
+        return SHOAL_OK;
+    }
     unsigned round = 0;
     for (int dist = 1; dist < am.nranks; dist <<= 1, round++) {
         coll_raise((am.rank + dist) % am.nranks, round, epoch);
