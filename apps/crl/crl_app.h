@@ -116,6 +116,12 @@ static inline void app_partition(size_t n, unsigned rank, unsigned nranks, size_
     *count = n * (rank + 1) / nranks - *first;
 }
 
+/* The rank whose app_partition range holds item k. */
+static inline unsigned app_owner(size_t k, size_t n, unsigned nranks)
+{
+    return (unsigned)(((k + 1) * nranks - 1) / n);
+}
+
 static inline void *app_alloc(size_t bytes)
 {
     void *p = calloc(1, bytes ? bytes : 1);
