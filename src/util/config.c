@@ -26,6 +26,10 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                         "1: one-sided commands on memory mapped here run directly with CPU copies and atomics; 0: every command is sent for the target's progress engine to run (the path other hosts take)"},
     [CFG_FAULTS] = {"SHOAL_FAULTS", "",
                     "fault injection on the cluster carriers, for tests: loss=P,dup=P,reorder=P,corrupt=P,delay=T(ns|us|ms),seed=N; each carrier applies it to what it sends and to what it receives; empty: none"},
+    [CFG_CRL_URC_SIZE] = {"SHOAL_CRL_URC_SIZE", "1024",
+                          "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
+    [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
+                       "1: every rank prints its CRL call, message and time counters at crl_exit"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -90,9 +94,12 @@ static int validate(enum util_cfg_id id, const char *v)
             return 0;
         return parse_int(v, &n) ? -1 : 0;
     case CFG_RMA_DIRECT:
+    case CFG_CRL_STATS:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
+    case CFG_CRL_URC_SIZE:
+        return (parse_int(v, &n) || n > (1 << 24)) ? -1 : 0;
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     case CFG_FAULTS:

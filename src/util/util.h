@@ -22,6 +22,8 @@ enum util_cfg_id {
     CFG_RMA_HEAP,       /* per-rank shared heap for segments */
     CFG_RMA_DIRECT,     /* one-sided commands on mapped memory run directly */
     CFG_FAULTS,         /* fault injection on the cluster carriers */
+    CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
+    CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */
