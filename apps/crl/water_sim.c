@@ -12,8 +12,9 @@
  * A time step (Gear 6-value predictor-corrector, positions and scaled
  * derivatives per atom):
  *   predict my molecules, intramolecular forces          barrier
- *   pair forces: molecule i against the next n/2 (each
- *   pair once), into the private array                   barrier
+ *   copy the positions of the molecules I meet (one read
+ *   each); pair forces: molecule i against the next n/2
+ *   (each pair once), into the private array             barrier
  *   add the private forces into the molecules            barrier
  *   correct my molecules, periodic boundary, kinetic
  *   energy; publish the sums.
@@ -36,6 +37,8 @@ enum { ORDERS = 6, FORCES = ORDERS }; /* f[0..5]: x, dt x', dt^2 x''/2, ...; f[6
 struct molecule {
     double f[ORDERS + 1][ATOMS][3];
 };
+
+typedef double sites_t[ATOMS][3]; /* one molecule's atom positions */
 
 #define DT 0.01             /* 0.49 fs */
 #define DENSITY 0.0334      /* molecules per cubic Angstrom: 1 g/cm^3 */
@@ -61,6 +64,7 @@ struct water {
     unsigned me;
     size_t first, count;              /* my molecules */
     struct molecule **mol;            /* every molecule, mapped for the whole run */
+    sites_t *sites;                   /* positions of the molecules I meet, this step */
     double (*force)[ATOMS][3];        /* my pair-force contributions this step */
     double *potential_sum;            /* intra, lj, coulomb */
     double *kinetic_sum;              /* x, y, z */
@@ -155,14 +159,14 @@ static double intramolecular_forces(struct molecule *m)
 
 /* Site-site forces between a and b (b shifted to a's nearest image),
  * added to fa and fb, and the pair's energies, added to e. */
-static void site_forces(const struct molecule *a, const struct molecule *b, const double shift[3],
+static void site_forces(const sites_t a, const sites_t b, const double shift[3],
                         double fa[ATOMS][3], double fb[ATOMS][3], struct water_energy *e)
 {
     for (int i = 0; i < ATOMS; i++)
         for (int j = 0; j < ATOMS; j++) {
             double r[3], r2 = 0;
             for (int d = 0; d < 3; d++) {
-                r[d] = b->f[0][j][d] + shift[d] - a->f[0][i][d];
+                r[d] = b[j][d] + shift[d] - a[i][d];
                 r2 += r[d] * r[d];
             }
             double inv2 = 1 / r2, inv = sqrt(inv2);
@@ -188,12 +192,12 @@ static void site_forces(const struct molecule *a, const struct molecule *b, cons
  * SWITCH_START of the cutoff and falling smoothly to 0 at it, so molecules
  * crossing the cutoff do not make the energy jump; -U dS/dr acts on the
  * oxygens. */
-static void interact(const struct water *w, const struct molecule *a, const struct molecule *b,
+static void interact(const struct water *w, const sites_t a, const sites_t b,
                      double fa[ATOMS][3], double fb[ATOMS][3], struct water_energy *e)
 {
     double shift[3], oo[3], oo2 = 0;
     for (int d = 0; d < 3; d++) {
-        double r = b->f[0][O][d] - a->f[0][O][d];
+        double r = b[O][d] - a[O][d];
         shift[d] = -w->box * rint(r / w->box);
         oo[d] = r + shift[d];
         oo2 += oo[d] * oo[d];
@@ -265,32 +269,45 @@ static void predict_mine(struct water *w)
     }
 }
 
+/* The molecules I meet: mine and the n/2 after them (mod n). */
+static size_t met_span(const struct water *w)
+{
+    size_t n = (size_t)w->n;
+    return w->count + n / 2 < n ? w->count + n / 2 : n;
+}
+
+/* One read operation per molecule I meet copies its positions for the
+ * whole pair phase: an operation per pair would cost more than the pair. */
+static void copy_sites(struct water *w)
+{
+    for (size_t k = 0; k < met_span(w); k++) {
+        size_t j = (w->first + k) % (size_t)w->n;
+        rgn_start_read(w->mol[j]);
+        memcpy(w->sites[j], w->mol[j]->f[0], sizeof(sites_t));
+        rgn_end_read(w->mol[j]);
+    }
+}
+
 /* Molecule i meets i+1 .. i+n/2 (mod n); for even n the pair at distance
  * n/2 is met from its lower end only. */
 static void interact_mine(struct water *w)
 {
     int n = w->n;
+    copy_sites(w);
     for (size_t i = w->first; i < w->first + w->count; i++) {
-        const struct molecule *mi = w->mol[i];
         int last = n % 2 == 0 && (int)i >= n / 2 ? n / 2 - 1 : n / 2;
-        rgn_start_read((void *)mi);
         for (int d = 1; d <= last; d++) {
             size_t j = (i + (size_t)d) % (size_t)n;
-            const struct molecule *mj = w->mol[j];
-            rgn_start_read((void *)mj);
-            interact(w, mi, mj, w->force[i], w->force[j], &w->local);
-            rgn_end_read((void *)mj);
+            interact(w, w->sites[i], w->sites[j], w->force[i], w->force[j], &w->local);
         }
-        rgn_end_read((void *)mi);
     }
 }
 
-/* Adds my contributions to every molecule I met: mine and the n/2 after. */
+/* Adds my contributions to every molecule I met. */
 static void add_forces(struct water *w)
 {
-    size_t n = (size_t)w->n, span = w->count + n / 2 < n ? w->count + n / 2 : n;
-    for (size_t k = 0; k < span; k++) {
-        size_t j = (w->first + k) % n;
+    for (size_t k = 0; k < met_span(w); k++) {
+        size_t j = (w->first + k) % (size_t)w->n;
         struct molecule *m = w->mol[j];
         rgn_start_write(m);
         for (int a = 0; a < ATOMS; a++)
@@ -446,6 +463,7 @@ void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result
     w.switch2 = SWITCH_START * SWITCH_START * w.cutoff2;
     app_partition((size_t)w.n, w.me, crl_num_nodes(), &w.first, &w.count);
     w.force = app_alloc((size_t)w.n * sizeof *w.force);
+    w.sites = app_alloc((size_t)w.n * sizeof *w.sites);
     create_regions(&w);
     for (size_t k = w.first; k < w.first + w.count; k++) {
         rgn_start_write(w.mol[k]);
@@ -473,4 +491,5 @@ void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result
     rgn_unmap(w.virial_sum);
     free(w.mol);
     free(w.force);
+    free(w.sites);
 }
