@@ -15,9 +15,9 @@
  *   copy the positions of the molecules I meet (one read
  *   each); pair forces: molecule i against the next n/2
  *   (each pair once), into the private array             barrier
- *   add the private forces into the molecules            barrier
- *   correct my molecules, periodic boundary, kinetic
- *   energy; publish the sums.
+ *   add the private forces into the others' molecules    barrier
+ *   add mine into my molecules, correct them, periodic
+ *   boundary, kinetic energy; publish the sums.
  * The barrier before the force update keeps every read of this step's
  * positions ahead of the writes that would invalidate them.
  *
@@ -303,18 +303,25 @@ static void interact_mine(struct water *w)
     }
 }
 
-/* Adds my contributions to every molecule I met. */
-static void add_forces(struct water *w)
+/* Adds my contributions in w->force[j] to molecule j (write held). */
+static void add_force(struct water *w, size_t j)
 {
-    for (size_t k = 0; k < met_span(w); k++) {
+    struct molecule *m = w->mol[j];
+    for (int a = 0; a < ATOMS; a++)
+        for (int d = 0; d < 3; d++)
+            m->f[FORCES][a][d] += w->force[j][a][d];
+    memset(w->force[j], 0, sizeof w->force[j]);
+}
+
+/* Adds my contributions to the molecules I met that are not mine; mine get
+ * theirs in the write that corrects them, which saves one miss each. */
+static void add_forces_to_others(struct water *w)
+{
+    for (size_t k = w->count; k < met_span(w); k++) {
         size_t j = (w->first + k) % (size_t)w->n;
-        struct molecule *m = w->mol[j];
-        rgn_start_write(m);
-        for (int a = 0; a < ATOMS; a++)
-            for (int d = 0; d < 3; d++)
-                m->f[FORCES][a][d] += w->force[j][a][d];
-        rgn_end_write(m);
-        memset(w->force[j], 0, sizeof w->force[j]);
+        rgn_start_write(w->mol[j]);
+        add_force(w, j);
+        rgn_end_write(w->mol[j]);
     }
 }
 
@@ -323,6 +330,7 @@ static void correct_mine(struct water *w, double kinetic[3])
     for (size_t k = w->first; k < w->first + w->count; k++) {
         struct molecule *m = w->mol[k];
         rgn_start_write(m);
+        add_force(w, k);
         correct(m);
         wrap(m, w->box);
         add_kinetic(m, kinetic);
@@ -397,11 +405,12 @@ static void initial_accelerations(struct water *w)
     rgn_barrier();
     interact_mine(w);
     rgn_barrier();
-    add_forces(w);
+    add_forces_to_others(w);
     rgn_barrier();
     for (size_t k = w->first; k < w->first + w->count; k++) {
         struct molecule *m = w->mol[k];
         rgn_start_write(m);
+        add_force(w, k);
         for (int a = 0; a < ATOMS; a++)
             for (int d = 0; d < 3; d++)
                 m->f[2][a][d] = DT * DT / 2 * m->f[FORCES][a][d] / mass[a];
@@ -417,7 +426,7 @@ static void time_step(struct water *w, struct water_energy *out)
     rgn_barrier();
     interact_mine(w);
     rgn_barrier();
-    add_forces(w);
+    add_forces_to_others(w);
     rgn_barrier();
     correct_mine(w, kinetic);
     publish_sums(w, kinetic, out);
