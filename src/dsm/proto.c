@@ -444,6 +444,19 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
 
 /* ---- remote side ------------------------------------------------------------ */
 
+/* Ends this copy: an invalidation ack or a flush, with the data when the
+ * copy is dirty or has sent a MsgRelease.  A flush may overtake that
+ * release (Fig. A-21), which the home then drops: the data must ride on the
+ * flush or ack too (D7). */
+static void drop_copy(struct dsm_node *node, struct dsm_region *r, int flush, int with_data, enum dsm_state next)
+{
+    enum dsm_msg_type type = flush ? (with_data ? DSM_MSG_FLUSH_DATA : DSM_MSG_FLUSH)
+                                   : (with_data ? DSM_MSG_INVALIDATE_ACK_DATA : DSM_MSG_INVALIDATE_ACK);
+    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data);
+    r->released = 0;
+    r->state = (uint8_t)next;
+}
+
 static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     if (m->version < r->version) { /* late: for a copy already dropped (Fig. A-19) */
@@ -465,12 +478,10 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
     case DSM_REMOTE_SHARED:
         if (!w)
             break;
-        emit(node, r, DSM_MSG_INVALIDATE_ACK, DSM_RID_HOME(r->rid), r->version, 0);
-        r->state = DSM_REMOTE_INVALID;
+        drop_copy(node, r, 0, r->released, DSM_REMOTE_INVALID);
         return;
     case DSM_REMOTE_SHARED_REQ:
-        emit(node, r, DSM_MSG_INVALIDATE_ACK, DSM_RID_HOME(r->rid), r->version, 0);
-        r->state = DSM_REMOTE_INVALID_REQ;
+        drop_copy(node, r, 0, r->released, DSM_REMOTE_INVALID_REQ);
         return;
     case DSM_REMOTE_SHARED_RIP:
         if (!w)
@@ -478,8 +489,7 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
         r->rcvd_inv = 1;
         return;
     case DSM_REMOTE_MODIFIED:
-        emit(node, r, DSM_MSG_INVALIDATE_ACK_DATA, DSM_RID_HOME(r->rid), r->version, 1);
-        r->state = DSM_REMOTE_INVALID;
+        drop_copy(node, r, 0, 1, DSM_REMOTE_INVALID);
         return;
     case DSM_REMOTE_MODIFIED_RIP:
         if (w) {
@@ -487,6 +497,7 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             return;
         }
         emit(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1); /* §A.10 */
+        r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
     case DSM_REMOTE_MODIFIED_WIP:
@@ -506,6 +517,7 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
     }
     take_data(r, m);
     r->version = m->version;
+    r->released = 0; /* an upgrade: the home has answered after our release */
     if (m->type == DSM_MSG_SHARED_ACK_DATA) {
         r->read_cnt = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
@@ -692,9 +704,7 @@ static void remote_op_done(struct dsm_node *node, struct dsm_region *r, enum dsm
         return;
     }
     r->rcvd_inv = 0;
-    emit(node, r, dirty ? DSM_MSG_INVALIDATE_ACK_DATA : DSM_MSG_INVALIDATE_ACK, DSM_RID_HOME(r->rid),
-         r->version, dirty);
-    r->state = DSM_REMOTE_INVALID;
+    drop_copy(node, r, 0, dirty || r->released, DSM_REMOTE_INVALID);
 }
 
 void dsm_end_read(struct dsm_node *node, struct dsm_region *r)
@@ -740,10 +750,7 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
 void dsm_flush(struct dsm_node *node, struct dsm_region *r)
 {
     dsm_note_call(node, r, DSM_CALL_FLUSH);
-    if (r->state == DSM_REMOTE_SHARED || r->state == DSM_REMOTE_MODIFIED) {
-        int dirty = r->state == DSM_REMOTE_MODIFIED;
-        emit(node, r, dirty ? DSM_MSG_FLUSH_DATA : DSM_MSG_FLUSH, DSM_RID_HOME(r->rid), r->version, dirty);
-        r->state = DSM_REMOTE_INVALID;
-    }
+    if (r->state == DSM_REMOTE_SHARED || r->state == DSM_REMOTE_MODIFIED)
+        drop_copy(node, r, 1, r->state == DSM_REMOTE_MODIFIED || r->released, DSM_REMOTE_INVALID);
     /* home copies and operations in progress: nothing (Tables A-6..A-21) */
 }

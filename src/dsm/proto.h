@@ -136,6 +136,7 @@ struct dsm_region {
     uint32_t version; /* home: next version to grant; remote: version of this copy */
     uint32_t calls;   /* the last four calls on this region, newest in the low byte */
     int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
+    uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
     struct dsm_region *hash_next;
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
