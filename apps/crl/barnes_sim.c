@@ -415,6 +415,7 @@ static void forces(struct bh *bh)
         bh->potential += 0.5 * b->mass * b->phi;
         bh->kinetic += 0.5 * b->mass * (b->vel[0] * b->vel[0] + b->vel[1] * b->vel[1] + b->vel[2] * b->vel[2]);
         rgn_end_write(b);
+        app_poll();
     }
 }
 

@@ -27,6 +27,17 @@
 #define APP_BUILD "crl"
 #endif
 
+/* CRL runs its protocol only when a rank calls into it (shoal polls; the
+ * thesis's machines took interrupts), so a rank computing for a long
+ * stretch without CRL calls would hold up every miss on the regions it is
+ * home to.  The applications call this every few microseconds of work. */
+static inline void app_poll(void)
+{
+#ifndef SHOAL_CRL_NULL
+    shoal_poll();
+#endif
+}
+
 static inline double app_now(void)
 {
     struct timespec ts;
@@ -91,11 +102,14 @@ static inline void app_share_rids(rid_t *rids, const unsigned *owner, size_t cou
     for (unsigned r = 0; r < crl_num_nodes(); r++) {
         size_t n = 0;
         for (size_t i = 0; i < count; i++)
-            if (owner[i] == r)
-                packed[n++] = rids[i];
+            n += owner[i] == r;
         if (n == 0)
             continue;
         if (r == crl_self_addr()) {
+            n = 0;
+            for (size_t i = 0; i < count; i++)
+                if (owner[i] == r)
+                    packed[n++] = rids[i];
             rgn_bcast_send((int)(n * sizeof *packed), packed);
             continue;
         }

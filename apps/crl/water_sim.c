@@ -300,6 +300,7 @@ static void interact_mine(struct water *w)
             size_t j = (i + (size_t)d) % (size_t)n;
             interact(w, w->sites[i], w->sites[j], w->force[i], w->force[j], &w->local);
         }
+        app_poll();
     }
 }
 
