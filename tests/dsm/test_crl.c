@@ -200,6 +200,196 @@ static void test_urc(void)
     free(rids);
 }
 
+/* ---- litmus tests of the consistency model (§3.4): operations are
+ * sequentially consistent.  Regions live at different homes. */
+
+/* A region of size bytes created by rank `owner`; every rank gets its id. */
+static rid_t create_at(unsigned owner, unsigned size)
+{
+    rid_t rid = 0;
+    if (me == owner % np) {
+        rid = rgn_create(size);
+        rgn_bcast_send(sizeof rid, &rid);
+    } else
+        rgn_bcast_recv(sizeof rid, &rid);
+    return rid;
+}
+
+static uint64_t read_word(uint64_t *p)
+{
+    rgn_start_read(p);
+    uint64_t v = p[0];
+    rgn_end_read(p);
+    return v;
+}
+
+static void write_word(uint64_t *p, uint64_t v)
+{
+    rgn_start_write(p);
+    p[0] = v;
+    rgn_end_write(p);
+}
+
+/* Message passing: whoever sees the flag sees the data written before it. */
+static void litmus_mp(void)
+{
+    enum { ROUNDS = 400 };
+    uint64_t *data = rgn_map(create_at(1, 8)), *flag = rgn_map(create_at(2, 8));
+    unsigned writer = np - 1;
+    if (me == writer)
+        for (uint64_t k = 1; k <= ROUNDS; k++) {
+            write_word(data, k);
+            write_word(flag, k);
+        }
+    else {
+        double t0 = test_now();
+        uint64_t seen = 0;
+        while (seen < ROUNDS) {
+            uint64_t f = read_word(flag);
+            uint64_t d = read_word(data);
+            CHECK(d >= f, "rank %u saw flag %llu before data %llu", me, (unsigned long long)f, (unsigned long long)d);
+            CHECK(f >= seen, "flag went back from %llu to %llu", (unsigned long long)seen, (unsigned long long)f);
+            seen = f;
+            TEST_DEADLINE(t0, 30, "the last flag");
+        }
+    }
+    rgn_barrier();
+    rgn_unmap(data);
+    rgn_unmap(flag);
+}
+
+/* Store buffering: of two ranks that each write one region and then read
+ * the other's, at least one sees the other's write. */
+static void litmus_sb(void)
+{
+    enum { ROUNDS = 300 };
+    uint64_t *x = rgn_map(create_at(0, 8)), *y = rgn_map(create_at(1, 8));
+    for (uint64_t k = 1; k <= ROUNDS; k++) {
+        rgn_barrier();
+        double saw_other = 0;
+        if (me == 0) {
+            write_word(x, k);
+            saw_other = read_word(y) == k;
+        } else if (me == 1) {
+            write_word(y, k);
+            saw_other = read_word(x) == k;
+        }
+        CHECK(rgn_reduce_dmax(saw_other) == 1 || np == 1, "round %llu: neither rank saw the other's write",
+              (unsigned long long)k);
+    }
+    rgn_unmap(x);
+    rgn_unmap(y);
+}
+
+/* Independent reads of independent writes: the two readers agree on the
+ * order of the two writes.  Needs 4 ranks. */
+static void litmus_iriw(void)
+{
+    enum { ROUNDS = 300 };
+    CHECK(np >= 4, "litmus_iriw needs 4 ranks");
+    uint64_t *x = rgn_map(create_at(2, 8)), *y = rgn_map(create_at(3, 8));
+    for (uint64_t k = 1; k <= ROUNDS; k++) {
+        rgn_barrier();
+        double outcome = 0;
+        if (me == 0)
+            write_word(x, k);
+        else if (me == 1)
+            write_word(y, k);
+        else if (me == 2) {
+            uint64_t a = read_word(x), b = read_word(y);
+            outcome = (a == k && b != k) ? 1 : 0; /* x before y */
+        } else if (me == 3) {
+            uint64_t b = read_word(y), a = read_word(x);
+            outcome = (b == k && a != k) ? 2 : 0; /* y before x */
+        }
+        CHECK(rgn_reduce_dadd(outcome) != 3, "round %llu: the readers saw the writes in opposite orders",
+              (unsigned long long)k);
+    }
+    rgn_unmap(x);
+    rgn_unmap(y);
+}
+
+/* ---- stress: every rank reads and writes a shared set of regions at
+ * random, nesting operations in region order, flushing, unmapping and
+ * remapping; every region always holds a self-consistent record. */
+enum { STRESS_REGIONS = 12, STRESS_WORDS = 24 };
+
+static uint64_t word_for(uint64_t count, unsigned i)
+{
+    return count * 0x9E3779B97F4A7C15ull + i;
+}
+
+static void check_record(const uint64_t *p, unsigned k)
+{
+    for (unsigned i = 1; i < STRESS_WORDS; i++)
+        CHECK(p[i] == (p[0] ? word_for(p[0], i) : 0), "region %u (count %llu): word %u torn", k,
+              (unsigned long long)p[0], i);
+}
+
+static uint64_t stress_rng(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void stress(void)
+{
+    enum { OPS = 1500 };
+    rid_t rids[STRESS_REGIONS];
+    for (unsigned k = 0; k < STRESS_REGIONS; k++)
+        rids[k] = create_at(k, STRESS_WORDS * 8);
+    uint64_t *map[STRESS_REGIONS] = {0};
+    uint64_t x = 0x1234567ull * (me + 1), writes = 0;
+    for (unsigned op = 0; op < OPS; op++) {
+        unsigned k = (unsigned)(stress_rng(&x) % STRESS_REGIONS), what = (unsigned)(stress_rng(&x) % 10);
+        if (!map[k])
+            map[k] = rgn_map(rids[k]);
+        uint64_t *p = map[k];
+        if (what < 4) { /* write */
+            rgn_start_write(p);
+            check_record(p, k);
+            p[0]++;
+            for (unsigned i = 1; i < STRESS_WORDS; i++)
+                p[i] = word_for(p[0], i);
+            rgn_end_write(p);
+            writes++;
+        } else if (what < 8) { /* read, sometimes with a nested read of a later region */
+            rgn_start_read(p);
+            check_record(p, k);
+            if (what == 7 && k + 1 < STRESS_REGIONS) {
+                if (!map[k + 1])
+                    map[k + 1] = rgn_map(rids[k + 1]);
+                rgn_start_read(map[k + 1]);
+                rgn_start_read(p); /* reads nest */
+                check_record(map[k + 1], k + 1);
+                rgn_end_read(p);
+                rgn_end_read(map[k + 1]);
+            }
+            rgn_end_read(p);
+        } else if (what == 8)
+            rgn_flush(p);
+        else {
+            rgn_unmap(p);
+            map[k] = NULL;
+        }
+    }
+    rgn_barrier();
+    uint64_t total = 0;
+    for (unsigned k = 0; k < STRESS_REGIONS; k++) {
+        uint64_t *p = map[k] ? map[k] : rgn_map(rids[k]);
+        rgn_start_read(p);
+        check_record(p, k);
+        total += p[0];
+        rgn_end_read(p);
+        rgn_unmap(p);
+    }
+    double all_writes = rgn_reduce_dadd((double)writes);
+    CHECK((double)total == all_writes, "regions count %llu writes, ranks made %.0f", (unsigned long long)total,
+          all_writes);
+}
+
 /* ---- misuse: each must abort naming the rank, the region and the call ---- */
 static void misuse_write_in_read(void)
 {
@@ -250,6 +440,10 @@ int main(int argc, char **argv)
         {"sizes", test_sizes},
         {"coll", test_coll},
         {"urc", test_urc},
+        {"litmus_mp", litmus_mp},
+        {"litmus_sb", litmus_sb},
+        {"litmus_iriw", litmus_iriw},
+        {"stress", stress},
         {"misuse_write_in_read", misuse_write_in_read},
         {"misuse_end_without_start", misuse_end_without_start},
         {"misuse_unmapped", misuse_unmapped},
