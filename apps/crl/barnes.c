@@ -136,8 +136,9 @@ int main(int argc, char **argv)
     }
     SIM_ENTRY(barnes_run)(&p, &r);
     if (root) {
-        printf("barnes build=%s procs=%u bodies=%d steps=%d theta=%g time=%.6f energy=%.12e checksum=%.12e\n",
-               APP_BUILD, crl_num_nodes(), p.bodies, p.steps, p.theta, r.seconds, r.energy[p.steps],
+        printf("barnes build=%s procs=%u bodies=%d steps=%d theta=%g time=%.6f cpu=%.6f energy=%.12e "
+               "checksum=%.12e\n",
+               APP_BUILD, crl_num_nodes(), p.bodies, p.steps, p.theta, r.time.wall, r.time.cpu, r.energy[p.steps],
                checksum(&p, r.state));
         if (opts[5].value != 0)
             failed = check(&p, &r);

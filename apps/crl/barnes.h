@@ -3,6 +3,8 @@
 #ifndef CRL_APPS_BARNES_H
 #define CRL_APPS_BARNES_H
 
+#include "crl_app.h"
+
 struct barnes_params {
     int bodies;
     int steps;
@@ -19,7 +21,7 @@ struct barnes_body {
 
 /* What a run leaves on rank 0 (other ranks pass NULL arrays). */
 struct barnes_result {
-    double seconds;            /* mean time of the steps after the second (thesis: of 3 and 4) */
+    struct app_time time;      /* mean of the steps after the second (thesis: of 3 and 4) */
     double *energy;            /* [steps + 1]: total energy at each force computation */
     struct barnes_body *state; /* [bodies], by body index (the same in every run) */
 };

@@ -639,18 +639,19 @@ void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_res
     create_bodies(&bh, params->bodies);
     create_root(&bh);
     rgn_barrier();
-    double timed = 0;
+    struct app_time timed = {0, 0};
     int first_timed = params->steps >= 3 ? 2 : 0;
     for (int s = 0; s < params->steps; s++) {
-        double start = app_now();
+        struct app_time start = app_clock();
         double energy = compute_forces(&bh);
         advance(&bh);
         if (s >= first_timed)
-            timed += app_now() - start;
+            app_add_since(&timed, start);
         if (result->energy)
             result->energy[s] = energy;
     }
-    result->seconds = timed / (params->steps - first_timed);
+    int counted = params->steps - first_timed;
+    result->time = (struct app_time){timed.wall / counted, timed.cpu / counted};
     double energy = compute_forces(&bh);
     if (result->energy)
         result->energy[params->steps] = energy;

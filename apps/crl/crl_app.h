@@ -38,11 +38,31 @@ static inline void app_poll(void)
 #endif
 }
 
-static inline double app_now(void)
+/* Elapsed and CPU seconds.  On a shared machine the CPU time of one
+ * process is the steadier measure of a 1-process overhead; speedups need
+ * the elapsed time. */
+struct app_time {
+    double wall, cpu;
+};
+
+static inline double app_seconds(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline struct app_time app_clock(void)
+{
+    return (struct app_time){app_seconds(CLOCK_MONOTONIC), app_seconds(CLOCK_THREAD_CPUTIME_ID)};
+}
+
+/* Adds the time since start to *sum. */
+static inline void app_add_since(struct app_time *sum, struct app_time start)
+{
+    struct app_time now = app_clock();
+    sum->wall += now.wall - start.wall;
+    sum->cpu += now.cpu - start.cpu;
 }
 
 /* One command-line option: "--name=value", or "--name" alone for value 1. */

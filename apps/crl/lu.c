@@ -92,11 +92,11 @@ int main(int argc, char **argv)
     crl_init();
     int root = crl_self_addr() == 0;
     double *lu = root ? app_alloc((size_t)n * n * sizeof *lu) : NULL;
-    double seconds = SIM_ENTRY(lu_factor)(n, bs, lu);
+    struct app_time time = SIM_ENTRY(lu_factor)(n, bs, lu);
     int failed = 0;
     if (root) {
-        printf("lu build=%s procs=%u n=%d block=%d time=%.6f checksum=%.12e\n", APP_BUILD, crl_num_nodes(), n,
-               bs, seconds, checksum(n, lu));
+        printf("lu build=%s procs=%u n=%d block=%d time=%.6f cpu=%.6f checksum=%.12e\n", APP_BUILD,
+               crl_num_nodes(), n, bs, time.wall, time.cpu, checksum(n, lu));
         if (checking)
             failed = check(n, bs, lu);
         fflush(stdout);

@@ -2,6 +2,8 @@
 #ifndef CRL_APPS_LU_H
 #define CRL_APPS_LU_H
 
+#include "crl_app.h"
+
 #include <stdint.h>
 
 /* Element (i, j) of the n x n input: uniform in [0, 1) from a hash of the
@@ -22,8 +24,8 @@ static inline double lu_input(int n, int i, int j)
  * (collective).  Rank 0 receives the factors in lu (n * n doubles,
  * row-major: L strictly below the diagonal with its unit diagonal implied,
  * U on and above); other ranks pass NULL.  Returns the factorization's
- * seconds (region creation, the input and the gather excluded). */
-double lu_factor_crl(int n, int bs, double *lu);
-double lu_factor_seq(int n, int bs, double *lu);
+ * time (region creation, the input and the gather excluded). */
+struct app_time lu_factor_crl(int n, int bs, double *lu);
+struct app_time lu_factor_seq(int n, int bs, double *lu);
 
 #endif

@@ -216,7 +216,7 @@ static void gather(struct lu *lu, double *out)
         }
 }
 
-double SIM_ENTRY(lu_factor)(int n, int bs, double *out)
+struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
 {
     struct lu lu = {.n = n, .bs = bs, .nb = n / bs, .me = crl_self_addr()};
     size_t nblocks = (size_t)lu.nb * lu.nb;
@@ -227,7 +227,7 @@ double SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     choose_grid(&lu, crl_num_nodes());
     create_blocks(&lu);
     rgn_barrier();
-    double start = app_now();
+    struct app_time start = app_clock(), elapsed = {0, 0};
     for (int k = 0; k < lu.nb; k++) {
         factor_diagonal_step(&lu, k);
         rgn_barrier();
@@ -236,7 +236,7 @@ double SIM_ENTRY(lu_factor)(int n, int bs, double *out)
         update_interior(&lu, k);
     }
     rgn_barrier();
-    double seconds = app_now() - start;
+    app_add_since(&elapsed, start);
     if (out)
         gather(&lu, out);
     rgn_barrier();
@@ -247,5 +247,5 @@ double SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     free(lu.blocks);
     free(lu.row);
     free(lu.column);
-    return seconds;
+    return elapsed;
 }

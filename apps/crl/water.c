@@ -118,9 +118,10 @@ int main(int argc, char **argv)
     }
     SIM_ENTRY(water_run)(&p, &r);
     if (root) {
-        printf("water build=%s procs=%u molecules=%d steps=%d sums=%s time=%.6f energy=%.10e checksum=%.12e\n",
+        printf("water build=%s procs=%u molecules=%d steps=%d sums=%s time=%.6f cpu=%.6f energy=%.10e "
+               "checksum=%.12e\n",
                APP_BUILD, crl_num_nodes(), p.molecules, p.steps, p.use_reductions ? "reduce" : "regions",
-               r.seconds, total_energy(&r.energy[p.steps - 1]), checksum(&p, r.positions));
+               r.time.wall, r.time.cpu, total_energy(&r.energy[p.steps - 1]), checksum(&p, r.positions));
         if (opts[3].value != 0)
             failed = check(&p, &r);
         fflush(stdout);

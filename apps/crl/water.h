@@ -2,6 +2,8 @@
 #ifndef CRL_APPS_WATER_H
 #define CRL_APPS_WATER_H
 
+#include "crl_app.h"
+
 enum { WATER_ATOMS = 3 }; /* O, H, H */
 
 struct water_params {
@@ -21,7 +23,7 @@ struct water_energy {
 
 /* What a run leaves on rank 0 (other ranks pass NULL arrays). */
 struct water_result {
-    double seconds;              /* mean time of the steps after the first (thesis: of 2 and 3) */
+    struct app_time time;        /* mean of the steps after the first (thesis: of 2 and 3) */
     struct water_energy *energy; /* [steps] */
     double *positions;           /* [molecules][WATER_ATOMS][3] after the last step */
 };
