@@ -4,23 +4,25 @@
  * owner of a block creates its region (so it is the block's home) and does
  * every write to it; other ranks only read it.  Step k of nb:
  *
- *   1. the owner of diagonal block (k,k) factors it;         barrier
- *   2. owners of perimeter blocks (k,j) and (i,k), i,j > k,
- *      solve them against the diagonal block;                barrier
- *   3. owners of interior blocks (i,j), i,j > k, subtract
- *      A(i,k) x A(k,j).
+ *   1. the owner of diagonal block (k,k) factors it;
+ *   2. owners of perimeter blocks (k,j) and (i,k), i,j > k, solve them
+ *      against the diagonal block;
+ *   3. owners of interior blocks (i,j), i,j > k, subtract A(i,k) x A(k,j).
  *
- * Step 3 needs no barrier behind it: step k+1 writes only blocks that step
- * k's interior phase neither reads (it reads row and column k) nor writes
- * on another rank (every block has one writer).
+ * Each block's owner holds one write operation on it from its creation
+ * until the block is final (after 1 or 2 of step min(i,j)).  That write is
+ * also the synchronization: a read of a block waits, as CRL operations do,
+ * until the owner ends the write, so a rank goes through its steps without
+ * barriers (the thesis's version has one after phases 1 and 2) and the
+ * steps pipeline.  Every wait is for work of an earlier phase, which its
+ * owner does before any later wait of its own, so nothing deadlocks.
  *
  * Operations are coarser than the thesis's one per block update: a 10x10
  * update is ~200 ns on a current core (the thesis had ~11,000 cycles of
  * work per operation), so an operation or a map per update would cost as
- * much as the work.  Instead each block's owner holds one write operation
- * on it from its creation until the block is final (after step 1 or 2 of
- * step min(i,j)), each rank reads row and column k once per step, and
- * every block is mapped at start and stays mapped. */
+ * much as the work.  Besides the one write per block, each rank reads row
+ * and column k once per step, and every block is mapped at start and stays
+ * mapped. */
 #include "crl_app.h"
 #include "lu.h"
 
@@ -230,9 +232,7 @@ struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     struct app_time start = app_clock(), elapsed = {0, 0};
     for (int k = 0; k < lu.nb; k++) {
         factor_diagonal_step(&lu, k);
-        rgn_barrier();
         update_perimeter(&lu, k);
-        rgn_barrier();
         update_interior(&lu, k);
     }
     rgn_barrier();
