@@ -14,8 +14,9 @@
  *   every rank inserts its bodies into the shared tree: a cell
  *   is changed under a write operation on it (the lock), held
  *   down the path when a full leaf splits                        barrier
- *   centres of mass, bottom-up one depth at a time: each rank
- *   does the cells and leaves it created                         barrier each
+ *   each rank takes a write on the cells and leaves it created   barrier
+ *   centres of mass bottom-up, each rank its own nodes, deepest
+ *   first, ending each write when done (reads of it wait)
  *   forces: each rank walks the tree for its bodies
  *   advance my bodies; energy (2 reductions).
  * Bodies are dealt to ranks in contiguous ranges of Morton order, so a
@@ -326,13 +327,19 @@ static int deepest(const struct pool *p, int depth)
     return depth;
 }
 
+static void start_writes(const struct pool *p)
+{
+    for (size_t i = 0; i < p->used; i++)
+        rgn_start_write(p->node[i]);
+}
+
+/* Computes my nodes at this depth and ends the write held on each. */
 static void masses_at_depth(struct bh *bh, const struct pool *p, int depth)
 {
     for (size_t i = 0; i < p->used; i++) {
         union node *n = p->node[i];
         if (p->depth[i] != depth)
             continue;
-        rgn_start_write(n);
         if (n->h.kind == LEAF)
             leaf_mass(&n->leaf);
         else
@@ -341,22 +348,28 @@ static void masses_at_depth(struct bh *bh, const struct pool *p, int depth)
     }
 }
 
-/* Bottom-up by depth: a node's children are one deeper, done a barrier ago. */
+/* Bottom-up without a barrier per level: every rank takes a write on each
+ * node it created (then one barrier, so nobody reads a node before its
+ * owner holds it), and ends it when the node's centre of mass is done.  A
+ * parent's read of a child, and the force walk's reads, wait for that end.
+ * Each rank goes deepest first and a node waits only for deeper ones, so
+ * the deepest pending node never waits: no deadlock. */
 static void centres_of_mass(struct bh *bh)
 {
-    int depth = (int)rgn_reduce_dmax(deepest(&bh->cells, deepest(&bh->leaves, 0)));
-    for (int d = depth; d >= 1; d--) {
+    union node *root = node(bh, bh->root);
+    start_writes(&bh->leaves);
+    start_writes(&bh->cells);
+    if (bh->me == 0)
+        rgn_start_write(root);
+    rgn_barrier();
+    for (int d = deepest(&bh->cells, deepest(&bh->leaves, 0)); d >= 1; d--) {
         masses_at_depth(bh, &bh->leaves, d);
         masses_at_depth(bh, &bh->cells, d);
-        rgn_barrier();
     }
     if (bh->me == 0) {
-        struct cell *root = &node(bh, bh->root)->cell;
-        rgn_start_write(root);
-        cell_mass(bh, root);
+        cell_mass(bh, &root->cell);
         rgn_end_write(root);
     }
-    rgn_barrier();
 }
 
 /* ---- forces ----------------------------------------------------------------------- */
