@@ -14,12 +14,13 @@
  *   predict my molecules, intramolecular forces          barrier
  *   copy the positions of the molecules I meet (one read
  *   each); pair forces: molecule i against the next n/2
- *   (each pair once), into the private array             barrier
- *   add the private forces into the others' molecules    barrier
+ *   (each pair once), into the private array;
+ *   add them into the others' molecules (one write each) barrier
  *   add mine into my molecules, correct them, periodic
  *   boundary, kinetic energy; publish the sums.
- * The barrier before the force update keeps every read of this step's
- * positions ahead of the writes that would invalidate them.
+ * No barrier separates the copies from the force writes: positions do not
+ * change in between, and a rank writes only after its whole pair
+ * computation, long after every rank copied at the start of the phase.
  *
  * Before the first step one force computation gives the initial
  * accelerations (untimed, like the set-up).
@@ -429,7 +430,6 @@ static void time_step(struct water *w, struct water_energy *out)
     predict_mine(w);
     rgn_barrier();
     interact_mine(w);
-    rgn_barrier();
     add_forces_to_others(w);
     rgn_barrier();
     correct_mine(w, kinetic);
