@@ -96,7 +96,10 @@ struct bh {
     size_t table_size, table_count;
     int step;              /* counts force computations */
     double kinetic, potential; /* my part of this step's energy */
+    unsigned poll_ticks;
 };
+
+enum { POLL_EVERY_VISITS = 64 }; /* a visit is ~15 ns */
 
 /* ---- the node table: every node is mapped once per rank ---------------- */
 
@@ -396,6 +399,7 @@ static void gravity(struct bh *bh, struct body *b, rid_t self)
     double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
     stack[top++] = bh->root;
     while (top) {
+        app_poll_every(&bh->poll_ticks, POLL_EVERY_VISITS);
         const union node *n = node_copy(bh, stack[--top]);
         if (n->h.kind == LEAF) {
             for (int i = 0; i < n->leaf.count; i++)
@@ -428,7 +432,6 @@ static void forces(struct bh *bh)
         bh->potential += 0.5 * b->mass * b->phi;
         bh->kinetic += 0.5 * b->mass * (b->vel[0] * b->vel[0] + b->vel[1] * b->vel[1] + b->vel[2] * b->vel[2]);
         rgn_end_write(b);
-        app_poll();
     }
 }
 

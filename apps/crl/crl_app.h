@@ -28,13 +28,29 @@
 #endif
 
 /* CRL runs its protocol only when a rank calls into it (shoal polls; the
- * thesis's machines took interrupts), so a rank computing for a long
- * stretch without CRL calls would hold up every miss on the regions it is
- * home to.  The applications call this every few microseconds of work. */
-static inline void app_poll(void)
+ * thesis's machines took interrupts), so a rank computing without CRL calls
+ * holds up every miss on the regions it is home to.  Computing loops call
+ * this once per unit of work; it polls on every `every`-th call (counted
+ * in *ticks), which the callers choose to be about a microsecond of work:
+ * a miss waits half of that on average, and a poll (~30 ns) costs a few
+ * percent of it. */
+#ifndef SHOAL_CRL_NULL
+/* Out of line and cold, so that the loops calling app_poll_every compile
+ * as they would without it. */
+__attribute__((noinline, cold)) static void app_poll_now(unsigned *ticks)
+{
+    *ticks = 0;
+    shoal_poll();
+}
+#endif
+
+static inline void app_poll_every(unsigned *ticks, unsigned every)
 {
 #ifndef SHOAL_CRL_NULL
-    shoal_poll();
+    if (++*ticks >= every)
+        app_poll_now(ticks);
+#else
+    (void)ticks, (void)every;
 #endif
 }
 

@@ -33,7 +33,10 @@ struct lu {
     rid_t *rids;         /* one per block, row-major by block */
     double **blocks;     /* mapped blocks (NULL: not yet) */
     const double **row, **column; /* read operations in progress: A(k,j), A(i,k) */
+    unsigned poll_ticks;
 };
+
+enum { POLL_EVERY_BLOCKS = 4 }; /* a 10x10 update is ~200 ns */
 
 static unsigned block_owner(const struct lu *lu, int bi, int bj)
 {
@@ -130,7 +133,7 @@ static void update_perimeter(struct lu *lu, int k)
             diag = start_read(lu, k, k);
         solve_row_block(diag, block(lu, k, j), lu->bs);
         finish(lu, k, j);
-        app_poll();
+        app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
     }
     for (int i = k + 1; i < lu->nb; i++) {
         if (!mine(lu, i, k))
@@ -139,17 +142,16 @@ static void update_perimeter(struct lu *lu, int k)
             diag = start_read(lu, k, k);
         solve_column_block(diag, block(lu, i, k), lu->bs);
         finish(lu, i, k);
-        app_poll();
+        app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
     }
     if (diag)
         rgn_end_read((void *)diag);
 }
 
-/* Reads A(i,k) and A(k,j) once per step, when first needed; polls once
- * per block row. */
+/* Reads A(i,k) and A(k,j) once per step, when first needed. */
 static void update_interior(struct lu *lu, int k)
 {
-    for (int i = k + 1; i < lu->nb; i++) {
+    for (int i = k + 1; i < lu->nb; i++)
         for (int j = k + 1; j < lu->nb; j++) {
             if (!mine(lu, i, j))
                 continue;
@@ -158,9 +160,8 @@ static void update_interior(struct lu *lu, int k)
             if (!lu->row[j])
                 lu->row[j] = start_read(lu, k, j);
             multiply_subtract(block(lu, i, j), lu->column[i], lu->row[j], lu->bs);
+            app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
         }
-        app_poll();
-    }
     for (int b = k + 1; b < lu->nb; b++) {
         if (lu->column[b])
             rgn_end_read((void *)lu->column[b]);
