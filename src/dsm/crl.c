@@ -296,7 +296,7 @@ static void print_stats(void)
     static const enum dsm_call rows[] = {DSM_CALL_MAP,      DSM_CALL_UNMAP,       DSM_CALL_START_READ,
                                          DSM_CALL_END_READ, DSM_CALL_START_WRITE, DSM_CALL_END_WRITE,
                                          DSM_CALL_FLUSH};
-    char buf[4096];
+    char buf[6144];
     size_t n = 0;
 #define OUT(...) (n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__))
     OUT("crl stats, rank %u of %u\n  %-16s %12s %12s %12s %12s\n", dsm.node.rank, dsm.node.nranks, "call event",
@@ -316,12 +316,22 @@ static void print_stats(void)
         }
     }
     OUT("  %-21s %12llu %12llu\n", "total protocol msgs", (unsigned long long)sent, (unsigned long long)received);
+    uint64_t ops = st->calls[DSM_CALL_START_READ] + st->calls[DSM_CALL_START_WRITE];
+    uint64_t op_miss = st->calls_miss[DSM_CALL_START_READ] + st->calls_miss[DSM_CALL_START_WRITE];
+    uint64_t maps = st->calls[DSM_CALL_MAP], map_miss = st->calls_miss[DSM_CALL_MAP];
+    OUT("  map count %llu, map miss rate %.1f %%, operation count %llu, operation miss rate %.1f %%, "
+        "msg count %llu (Table 6-6)\n",
+        (unsigned long long)maps, maps ? 100.0 * (double)map_miss / (double)maps : 0.0, (unsigned long long)ops,
+        ops ? 100.0 * (double)op_miss / (double)ops : 0.0,
+        (unsigned long long)(sent + received + st->sent[DSM_MSG_RGN_INFO_REQ] + st->received[DSM_MSG_RGN_INFO_REQ] +
+                             st->sent[DSM_MSG_RGN_INFO_ACK] + st->received[DSM_MSG_RGN_INFO_ACK]));
     OUT("  queued %llu, stale dropped %llu, early invalidations %llu, URC evictions %llu\n",
         (unsigned long long)st->queued, (unsigned long long)st->stale, (unsigned long long)st->early_inv,
         (unsigned long long)st->urc_evictions);
     double total = (double)(util_now_ns() - dsm.t_start) * 1e-6;
-    double ops = (double)dsm.ns_ops * 1e-6, map = (double)dsm.ns_map * 1e-6;
-    OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", ops, map, total - ops - map, total);
+    double t_ops = (double)dsm.ns_ops * 1e-6, t_map = (double)dsm.ns_map * 1e-6;
+    OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", t_ops, t_map, total - t_ops - t_map,
+        total);
 #undef OUT
     fputs(buf, stdout);
     fflush(stdout);

@@ -390,6 +390,22 @@ static void stress(void)
           all_writes);
 }
 
+/* ---- stats: a known sequence on rank 1, whose counters the test's
+ * expected output pins (SHOAL_CRL_STATS=1) ---- */
+static void stats_sequence(void)
+{
+    rid_t rid = create_at(0, 16);
+    if (me == 1) {
+        uint64_t *p = rgn_map(rid);  /* map miss */
+        (void)read_word(p);          /* read miss: MsgSharedReq */
+        (void)read_word(p);          /* read hit */
+        write_word(p, 5);            /* upgrade: MsgModifyReq, MsgModifyAck */
+        rgn_flush(p);                /* MsgFlushData */
+        rgn_unmap(p);
+    }
+    rgn_barrier();
+}
+
 /* ---- misuse: each must abort naming the rank, the region and the call ---- */
 static void misuse_write_in_read(void)
 {
@@ -444,6 +460,7 @@ int main(int argc, char **argv)
         {"litmus_sb", litmus_sb},
         {"litmus_iriw", litmus_iriw},
         {"stress", stress},
+        {"stats", stats_sequence},
         {"misuse_write_in_read", misuse_write_in_read},
         {"misuse_end_without_start", misuse_end_without_start},
         {"misuse_unmapped", misuse_unmapped},
