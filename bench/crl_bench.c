@@ -6,9 +6,10 @@
  * loop calling the function on the first c of them, for c = 1..64, and the
  * cost per event is the slope of the linear regression of time against c
  * (the median of --reps runs per c).  The raw active-message round trip
- * (a medium request carrying the region size's payload and its reply,
- * the shape of a read miss) is measured in the same run, and misses are
- * printed as ratios to it.
+ * (a medium request and a reply carrying the region size's payload, the
+ * shape of a read miss; the median of batches of 64) is measured in the
+ * same run, and misses are printed as ratios to it.  The "k copies" and
+ * "k inv" rows need k more ranks, and cores for them to mean anything.
  *
  * Run: shoalrun --bind -n 2 build/bench/crl_bench [--reps N] [--sizes 16,64,256,1024]
  * (more ranks add the events with copies/invalidations up to 6). */
@@ -124,25 +125,29 @@ struct event {
     void (*after)(unsigned c);   /* measurer, untimed */
     int copies;                  /* -1: no copies variant; else sharers besides home */
     int miss;                    /* print as a ratio to the round trip */
+    unsigned measurer;           /* 1, or 0 for the home's own operations */
 };
 
 static const struct event events[] = {
     /* the map set lives in the URC; map misses come after its events, as
      * the thousands of fresh regions they unmap evict it */
-    {"Map", "hit [a]", prep_none, nothing, map_loop, unmap_loop, -1, 0},
-    {"Map", "hit [b]", prep_none, map_loop, map_loop, unmap_twice, -1, 0},
-    {"Unmap", "[c]", prep_none, map_twice, unmap_loop, unmap_loop, -1, 0},
-    {"Unmap", "[d]", prep_none, map_loop, unmap_loop, nothing, -1, 0},
-    {"Map", "miss", prep_none, nothing, map_miss_timed, map_miss_undo, -1, 1},
-    {"Start read", "miss, %d copies", prep_copies, nothing, start_read_c, end_read_c, 0, 1},
-    {"Start read", "hit [e]", prep_shared, nothing, start_read_c, end_read_c, -1, 0},
-    {"Start read", "hit [f]", prep_shared, start_read_c, start_read_c, end_read_twice, -1, 0},
-    {"End read", "[g]", prep_shared, start_read_twice, end_read_c, end_read_c, -1, 0},
-    {"End read", "[h]", prep_shared, start_read_c, end_read_c, nothing, -1, 0},
-    {"Start write", "miss, %d inv", prep_copies, nothing, start_write_c, end_write_c, 0, 1},
-    {"Start write", "modify", prep_shared, nothing, start_write_c, end_write_c, -1, 1},
-    {"Start write", "hit", prep_modified, nothing, start_write_c, end_write_c, -1, 0},
-    {"End write", "", prep_modified, start_write_c, end_write_c, nothing, -1, 0},
+    {"Map", "hit [a]", prep_none, nothing, map_loop, unmap_loop, -1, 0, 1},
+    {"Map", "hit [b]", prep_none, map_loop, map_loop, unmap_twice, -1, 0, 1},
+    {"Unmap", "[c]", prep_none, map_twice, unmap_loop, unmap_loop, -1, 0, 1},
+    {"Unmap", "[d]", prep_none, map_loop, unmap_loop, nothing, -1, 0, 1},
+    {"Map", "miss", prep_none, nothing, map_miss_timed, map_miss_undo, -1, 1, 1},
+    {"Start read", "miss, %d copies", prep_copies, nothing, start_read_c, end_read_c, 0, 1, 1},
+    {"Start read", "hit [e]", prep_shared, nothing, start_read_c, end_read_c, -1, 0, 1},
+    {"Start read", "hit [f]", prep_shared, start_read_c, start_read_c, end_read_twice, -1, 0, 1},
+    {"End read", "[g]", prep_shared, start_read_twice, end_read_c, end_read_c, -1, 0, 1},
+    {"End read", "[h]", prep_shared, start_read_c, end_read_c, nothing, -1, 0, 1},
+    {"Start write", "miss, %d inv", prep_copies, nothing, start_write_c, end_write_c, 0, 1, 1},
+    {"Start write", "modify", prep_shared, nothing, start_write_c, end_write_c, -1, 1, 1},
+    {"Start write", "hit", prep_modified, nothing, start_write_c, end_write_c, -1, 0, 1},
+    {"End write", "", prep_modified, start_write_c, end_write_c, nothing, -1, 0, 1},
+    /* the home's own operations against one remote copy (possible on 2 ranks) */
+    {"Home write", "1 inv", prep_shared, nothing, start_write_c, end_write_c, -1, 1, 0},
+    {"Home read", "remote modified", prep_modified, nothing, start_read_c, end_read_c, -1, 1, 0},
 };
 
 /* ---- measurement ---------------------------------------------------------------- */
@@ -153,15 +158,32 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Slope (ns per event) of the median time against the count. */
+/* Slope of y against x = 1..REGIONS (least squares). */
+static double slope(const double *ys)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = REGIONS;
+    for (unsigned c = 1; c <= REGIONS; c++) {
+        sx += c;
+        sy += ys[c - 1];
+        sxx += (double)c * c;
+        sxy += c * ys[c - 1];
+    }
+    return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+/* Slope (ns per event) of the median time against the count, on every
+ * rank (the measurer's, spread by a max-reduction). */
 static double measure(const struct event *e)
 {
     double ys[REGIONS];
     double *runs = malloc(reps * sizeof *runs);
+    if (!runs)
+        bench_die("out of memory");
+    int measuring = me == e->measurer;
     for (unsigned c = 1; c <= REGIONS; c++) {
         for (unsigned r = 0; r < reps; r++) {
             e->prepare(c);
-            if (me == 1) {
+            if (measuring) {
                 e->before(c);
                 double t0 = bench_now();
                 e->timed(c);
@@ -170,19 +192,13 @@ static double measure(const struct event *e)
             }
             rgn_barrier();
         }
-        qsort(runs, reps, sizeof *runs, cmp_double);
-        ys[c - 1] = runs[reps / 2];
+        if (measuring) {
+            qsort(runs, reps, sizeof *runs, cmp_double);
+            ys[c - 1] = runs[reps / 2];
+        }
     }
     free(runs);
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (unsigned c = 1; c <= REGIONS; c++) {
-        sx += c;
-        sy += ys[c - 1];
-        sxx += (double)c * c;
-        sxy += c * ys[c - 1];
-    }
-    double n = REGIONS;
-    return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    return rgn_reduce_dmax(measuring ? slope(ys) : -1e300);
 }
 
 /* ---- the raw round trip, in the same run ------------------------------------------ */
@@ -202,30 +218,33 @@ static void on_pong(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
     pongs++;
 }
 
-/* Mean round trip (ns): a 4-argument medium request and a reply carrying
+/* Round trip (ns): a 4-argument medium request and a reply carrying
  * `size` bytes, rank 1 to rank 0 (which waits in a barrier, as the home
- * does during the events). */
+ * does during the events).  Timed in batches of REGIONS round trips, the
+ * median batch, so preemption on a busy machine weighs on it no more than
+ * on the events' medians. */
 static double round_trip(void)
 {
-    enum { ITERS = 20000 };
-    double best = 1e30;
-    for (unsigned r = 0; r < reps; r++) {
-        rgn_barrier();
-        if (me == 1) {
-            uint64_t args[4] = {size, 2, 3, 4};
-            pongs = 0;
+    enum { BATCHES = 301 };
+    static double batch[BATCHES];
+    rgn_barrier();
+    if (me == 1) {
+        uint64_t args[4] = {size, 2, 3, 4};
+        pongs = 0;
+        for (unsigned b = 0; b < BATCHES; b++) {
             double t0 = bench_now();
-            for (uint64_t i = 1; i <= ITERS; i++) {
+            for (unsigned i = 0; i < REGIONS; i++) {
+                uint64_t want = pongs + 1;
                 shoal_am_request_medium(0, H_PING, 0, NULL, 0, 4, args);
-                while (pongs < i)
+                while (pongs < want)
                     shoal_poll();
             }
-            double rtt = (bench_now() - t0) * 1e9 / ITERS;
-            best = rtt < best ? rtt : best;
+            batch[b] = (bench_now() - t0) * 1e9 / REGIONS;
         }
-        rgn_barrier();
+        qsort(batch, BATCHES, sizeof batch[0], cmp_double);
     }
-    return best;
+    rgn_barrier();
+    return rgn_reduce_dmax(me == 1 ? batch[BATCHES / 2] : -1e300);
 }
 
 /* ---- driver ------------------------------------------------------------------------ */
