@@ -66,12 +66,6 @@ static struct dsm_coll_msg *coll_wait(enum coll_kind kind, uint64_t seq, uint32_
     }
 }
 
-static void check_api(const char *call)
-{
-    if (!dsm.initialized)
-        shoal_abort(1, "crl: %s before crl_init", call);
-}
-
 void dsm_barrier(void)
 {
     uint32_t me = dsm.node.rank, n = dsm.node.nranks;
@@ -90,7 +84,7 @@ void dsm_barrier(void)
 
 void rgn_barrier(void)
 {
-    check_api("rgn_barrier");
+    dsm_check_init("rgn_barrier");
     dsm_barrier();
 }
 
@@ -109,7 +103,7 @@ static void tree_forward(enum coll_kind kind, uint32_t root, uint64_t seq, const
 
 void rgn_bcast_send(int nbytes, void *buf)
 {
-    check_api("rgn_bcast_send");
+    dsm_check_init("rgn_bcast_send");
     if (nbytes < 0 || (nbytes && !buf))
         shoal_abort(1, "crl: rgn_bcast_send(%d, %p): bad size or buffer", nbytes, buf);
     tree_forward(COLL_BCAST, dsm.node.rank, ++dsm.coll_seq, buf, (size_t)nbytes);
@@ -117,7 +111,7 @@ void rgn_bcast_send(int nbytes, void *buf)
 
 void rgn_bcast_recv(int nbytes, void *buf)
 {
-    check_api("rgn_bcast_recv");
+    dsm_check_init("rgn_bcast_recv");
     if (nbytes < 0 || (nbytes && !buf))
         shoal_abort(1, "crl: rgn_bcast_recv(%d, %p): bad size or buffer", nbytes, buf);
     uint64_t seq = ++dsm.coll_seq;
@@ -160,7 +154,7 @@ static double double_of(uint64_t u)
 
 static double reduce(enum reduce_op op, double x, const char *call)
 {
-    check_api(call);
+    dsm_check_init(call);
     uint32_t me = dsm.node.rank, n = dsm.node.nranks;
     uint64_t seq = ++dsm.coll_seq;
     double acc = x;

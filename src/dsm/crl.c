@@ -23,32 +23,26 @@ static _Noreturn void misuse(const struct dsm_region *r, const char *what)
     shoal_abort(1, "crl: %s", buf);
 }
 
-static _Noreturn void bad_pointer(void *rgn, const struct dsm_region *r, enum dsm_call c)
+static _Noreturn void bad_pointer(void *rgn, const struct dsm_region *r, const char *call)
 {
     char what[160];
     if (!rgn || r->magic != DSM_REGION_MAGIC) {
-        snprintf(what, sizeof what, "%s(%p): not a pointer returned by rgn_map", dsm_call_name(c), rgn);
+        snprintf(what, sizeof what, "%s(%p): not a pointer returned by rgn_map", call, rgn);
         misuse(NULL, what);
     }
-    snprintf(what, sizeof what, "%s on a pointer whose region is no longer mapped here", dsm_call_name(c));
+    snprintf(what, sizeof what, "%s on a pointer whose region is no longer mapped here", call);
     misuse(r, what);
 }
 
 /* The region behind a pointer from rgn_map, checked (one load, one test). */
-static inline struct dsm_region *region_arg(void *rgn, enum dsm_call c)
+static inline struct dsm_region *region_arg(void *rgn, const char *call)
 {
     if (UTIL_UNLIKELY(!rgn))
-        bad_pointer(rgn, NULL, c);
+        bad_pointer(rgn, NULL, call);
     struct dsm_region *r = dsm_region_of(rgn);
     if (UTIL_UNLIKELY(r->magic != DSM_REGION_MAGIC || r->map_cnt == 0))
-        bad_pointer(rgn, r, c);
+        bad_pointer(rgn, r, call);
     return r;
-}
-
-static void check_init(const char *call)
-{
-    if (UTIL_UNLIKELY(!dsm.initialized))
-        shoal_abort(1, "crl: %s before crl_init", call);
 }
 
 static _Noreturn void bad_rid(rid_t rid, const char *call, const char *why)
@@ -136,7 +130,7 @@ static struct dsm_region *map_miss(rid_t rid)
 void *rgn_map(rid_t rid)
 {
     uint64_t t0 = time_begin();
-    check_init("rgn_map");
+    dsm_check_init("rgn_map");
     struct dsm_region *r = dsm_lookup(&dsm.node, rid);
     if (UTIL_UNLIKELY(!r))
         r = map_miss(rid);
@@ -166,7 +160,7 @@ static int op_in_progress(unsigned state)
 void rgn_unmap(void *rgn)
 {
     uint64_t t0 = time_begin();
-    struct dsm_region *r = region_arg(rgn, DSM_CALL_UNMAP);
+    struct dsm_region *r = region_arg(rgn, "rgn_unmap");
     dsm_note_call(&dsm.node, r, DSM_CALL_UNMAP);
     if (--r->map_cnt == 0) {
         if (op_in_progress(r->state))
@@ -180,25 +174,25 @@ void rgn_unmap(void *rgn)
 
 rid_t rgn_rid(void *rgn)
 {
-    return region_arg(rgn, DSM_CALL_NONE)->rid;
+    return region_arg(rgn, "rgn_rid")->rid;
 }
 
 unsigned rgn_size(void *rgn)
 {
-    return region_arg(rgn, DSM_CALL_NONE)->size;
+    return region_arg(rgn, "rgn_size")->size;
 }
 
 /* ---- creation -------------------------------------------------------------------- */
 
 rid_t rgn_create(unsigned size)
 {
-    check_init("rgn_create");
+    dsm_check_init("rgn_create");
     return dsm_create(&dsm.node, size)->rid;
 }
 
 void rgn_delete(rid_t rid)
 {
-    check_init("rgn_delete");
+    dsm_check_init("rgn_delete");
     uint32_t home = DSM_RID_HOME(rid);
     if (home >= dsm.node.nranks)
         bad_rid(rid, "rgn_delete", "its home rank is outside the job");
@@ -245,7 +239,7 @@ static void wait_started(struct dsm_region *r, enum dsm_start s, start_fn start)
 void rgn_start_read(void *rgn)
 {
     uint64_t t0 = time_begin();
-    struct dsm_region *r = region_arg(rgn, DSM_CALL_START_READ);
+    struct dsm_region *r = region_arg(rgn, "rgn_start_read");
     poll_now_and_then();
     enum dsm_start s = dsm_start_read(&dsm.node, r);
     if (UTIL_UNLIKELY(s != DSM_STARTED))
@@ -256,7 +250,7 @@ void rgn_start_read(void *rgn)
 void rgn_start_write(void *rgn)
 {
     uint64_t t0 = time_begin();
-    struct dsm_region *r = region_arg(rgn, DSM_CALL_START_WRITE);
+    struct dsm_region *r = region_arg(rgn, "rgn_start_write");
     poll_now_and_then();
     enum dsm_start s = dsm_start_write(&dsm.node, r);
     if (UTIL_UNLIKELY(s != DSM_STARTED))
@@ -267,7 +261,7 @@ void rgn_start_write(void *rgn)
 void rgn_end_read(void *rgn)
 {
     uint64_t t0 = time_begin();
-    dsm_end_read(&dsm.node, region_arg(rgn, DSM_CALL_END_READ));
+    dsm_end_read(&dsm.node, region_arg(rgn, "rgn_end_read"));
     dsm_flush_outbox();
     time_end(&dsm.ns_ops, t0);
 }
@@ -275,7 +269,7 @@ void rgn_end_read(void *rgn)
 void rgn_end_write(void *rgn)
 {
     uint64_t t0 = time_begin();
-    dsm_end_write(&dsm.node, region_arg(rgn, DSM_CALL_END_WRITE));
+    dsm_end_write(&dsm.node, region_arg(rgn, "rgn_end_write"));
     dsm_flush_outbox();
     time_end(&dsm.ns_ops, t0);
 }
@@ -283,7 +277,7 @@ void rgn_end_write(void *rgn)
 void rgn_flush(void *rgn)
 {
     uint64_t t0 = time_begin();
-    dsm_flush(&dsm.node, region_arg(rgn, DSM_CALL_FLUSH));
+    dsm_flush(&dsm.node, region_arg(rgn, "rgn_flush"));
     dsm_flush_outbox();
     time_end(&dsm.ns_ops, t0);
 }
@@ -373,7 +367,7 @@ void crl_init(void)
 
 void crl_exit(void)
 {
-    check_init("crl_exit");
+    dsm_check_init("crl_exit");
     dsm_barrier(); /* no rank is in an operation any more */
     if (dsm.timing)
         for (uint32_t r = 0; r < dsm.node.nranks; r++) { /* in rank order */

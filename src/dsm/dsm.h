@@ -85,6 +85,13 @@ static inline void dsm_flush_outbox(void)
         dsm_wire_drain();
 }
 
+/* Aborts a call that needs crl_init when it has not run. */
+static inline void dsm_check_init(const char *call)
+{
+    if (UTIL_UNLIKELY(!dsm.initialized))
+        shoal_abort(1, "crl: %s before crl_init", call);
+}
+
 /* Global operations (coll.c). */
 void dsm_coll_arrived(uint32_t src, const uint64_t *args, const void *data, size_t len);
 void dsm_coll_fini(void);

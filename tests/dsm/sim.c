@@ -65,7 +65,7 @@ struct dsm_region *sim_region(struct sim *s, unsigned node, unsigned region)
     return dsm_lookup(&s->nodes[node], s->rids[region]);
 }
 
-static uint64_t value_of(const struct dsm_region *r)
+uint64_t sim_value(const struct dsm_region *r)
 {
     uint64_t v;
     memcpy(&v, r->data, sizeof v);
@@ -118,7 +118,7 @@ static void next_step(struct sim *s, unsigned n)
 static void enter_op(struct sim *s, unsigned n, struct dsm_region *r)
 {
     const struct sim_step *st = current_step(s, n);
-    uint64_t v = value_of(r);
+    uint64_t v = sim_value(r);
     if (v != s->committed[st->region])
         sim_fail(s, "node %u %s region %u sees %llu, the last write left %llu", n,
                  st->op == SIM_WRITE ? "writing" : "reading", st->region, (unsigned long long)v,
@@ -301,7 +301,7 @@ static void check_copy(struct sim *s, unsigned k, unsigned n, const struct dsm_r
     if (valid && e->version != r->version)
         sim_fail(s, "quiescent: region %u: node %u's copy is version %u, its entry %u", k, n, r->version,
                  e->version);
-    if (valid && value_of(r) != s->committed[k])
+    if (valid && sim_value(r) != s->committed[k])
         sim_fail(s, "quiescent: region %u: node %u's valid copy holds a stale value", k, n);
     if (r->state == DSM_REMOTE_MODIFIED && home->state != DSM_HOME_INVALID)
         sim_fail(s, "quiescent: region %u: node %u modified while the home is %s", k, n,
@@ -325,9 +325,9 @@ void sim_check_quiescent(struct sim *s)
             (home->state == DSM_HOME_INVALID && home->ndir != 1))
             sim_fail(s, "quiescent: region %u's home in %s with %u directory entries", k,
                      dsm_state_name(home->state), home->ndir);
-        if (home->state != DSM_HOME_INVALID && value_of(home) != s->committed[k])
+        if (home->state != DSM_HOME_INVALID && sim_value(home) != s->committed[k])
             sim_fail(s, "quiescent: region %u's home holds %llu, the last write left %llu", k,
-                     (unsigned long long)value_of(home), (unsigned long long)s->committed[k]);
+                     (unsigned long long)sim_value(home), (unsigned long long)s->committed[k]);
         for (unsigned n = 0; n < s->nnodes; n++) {
             const struct dsm_region *r = n == h ? NULL : sim_region(s, n, k);
             if (r)
@@ -374,7 +374,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->rcvd_inv | (uint64_t)r->waiting << 8 | (uint64_t)r->cont << 16);
     h = mix(h, r->read_cnt);
     h = mix(h, r->version);
-    h = mix(h, value_of(r));
+    h = mix(h, sim_value(r));
     h = mix(h, r->cont_node);
     h = mix(h, r->num_acks);
     uint64_t dir[SIM_MAX_NODES] = {0};

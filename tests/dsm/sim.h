@@ -75,6 +75,7 @@ uint64_t sim_hash(const struct sim *s);
 void sim_deliver_index(struct sim *s, unsigned i);
 int sim_find_flight(const struct sim *s, enum dsm_msg_type type, uint32_t src, uint32_t dst);
 struct dsm_region *sim_region(struct sim *s, unsigned node, unsigned region);
+uint64_t sim_value(const struct dsm_region *r);
 _Noreturn void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -527,9 +527,7 @@ static void map_and_request(struct sim *s, unsigned n, enum dsm_msg_type req)
 
 static uint64_t home_value(struct sim *s)
 {
-    uint64_t v;
-    memcpy(&v, sim_region(s, 0, 0)->data, sizeof v);
-    return v;
+    return sim_value(sim_region(s, 0, 0));
 }
 
 /* Fig. A-19: an invalidation delayed past the copy's flush and a new copy. */
