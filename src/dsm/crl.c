@@ -65,9 +65,9 @@ static inline void time_end(uint64_t *acc, uint64_t t0)
 
 /* ---- unmapped region cache -------------------------------------------------- */
 
-/* Drops a remote copy: the home learns of it (and gets dirty data) by the
+/* Drops a cached remote copy: the home learns of it (and gets dirty data) by the
  * flush; later invalidations find nothing and are ignored (§A.8). */
-static void drop_copy(struct dsm_region *r)
+static void evict(struct dsm_region *r)
 {
     dsm_flush(&dsm.node, r);
     dsm_table_remove(&dsm.node, r);
@@ -88,7 +88,7 @@ static void urc_remove(struct dsm_region *r)
 static void urc_insert(struct dsm_region *r)
 {
     if (dsm.urc_size == 0) {
-        drop_copy(r);
+        evict(r);
         return;
     }
     if (dsm.urc_count == dsm.urc_size) {
@@ -96,7 +96,7 @@ static void urc_insert(struct dsm_region *r)
             dsm.urc_scan = 0;
         struct dsm_region *victim = dsm.urc[dsm.urc_scan++];
         urc_remove(victim);
-        drop_copy(victim);
+        evict(victim);
     }
     r->urc_slot = (int32_t)dsm.urc_count;
     dsm.urc[dsm.urc_count++] = r;
@@ -111,20 +111,16 @@ static struct dsm_region *map_miss(rid_t rid)
         bad_rid(rid, "rgn_map", "no region with this sequence number was created here");
     if (home >= dsm.node.nranks)
         bad_rid(rid, "rgn_map", "its home rank is outside the job");
-    dsm.node.map_rid = rid;
-    dsm.node.map_reply = 0;
-    struct dsm_msg m = {.type = DSM_MSG_RGN_INFO_REQ, .src = dsm.node.rank, .dst = home, .rid = rid};
-    dsm.node.stats.sent[m.type]++;
-    dsm_wire_send_msg(&dsm.node, &m);
+    dsm_map_request(&dsm.node, rid);
     struct util_backoff b;
     util_backoff_init(&b);
     while (!dsm.node.map_reply)
         dsm_progress(&b);
-    dsm.node.map_rid = DSM_NO_RID;
-    if (dsm.node.map_reply < 0)
+    struct dsm_region *r = dsm_map_complete(&dsm.node);
+    if (!r)
         bad_rid(rid, "rgn_map", "its home has no such region");
     dsm.node.stats.calls_miss[DSM_CALL_MAP]++;
-    return dsm_remote_copy(&dsm.node, rid, dsm.node.map_size, dsm.node.map_version);
+    return r;
 }
 
 void *rgn_map(rid_t rid)

@@ -562,6 +562,24 @@ static void rgn_info(struct dsm_node *node, const struct dsm_msg *m)
     node->send(node, &reply);
 }
 
+void dsm_map_request(struct dsm_node *node, dsm_rid_t rid)
+{
+    node->map_rid = rid;
+    node->map_reply = 0;
+    struct dsm_msg m = {.type = DSM_MSG_RGN_INFO_REQ, .src = node->rank, .dst = DSM_RID_HOME(rid), .rid = rid};
+    node->stats.sent[m.type]++;
+    node->send(node, &m);
+}
+
+struct dsm_region *dsm_map_complete(struct dsm_node *node)
+{
+    dsm_rid_t rid = node->map_rid;
+    node->map_rid = DSM_NO_RID;
+    if (node->map_reply < 0)
+        return NULL;
+    return dsm_remote_copy(node, rid, node->map_size, node->map_version);
+}
+
 void dsm_deliver(struct dsm_node *node, const struct dsm_msg *m)
 {
     node->stats.received[m->type]++;

@@ -217,6 +217,11 @@ void dsm_table_remove(struct dsm_node *node, struct dsm_region *r);
 struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size);
 /* A new remote copy (RemoteInvalid) from a RgnInfoAck, in the table. */
 struct dsm_region *dsm_remote_copy(struct dsm_node *node, dsm_rid_t rid, uint32_t size, uint32_t version);
+/* A map miss: asks rid's home for the region (MsgRgnInfoReq); the reply
+ * sets node->map_reply.  Then dsm_map_complete makes the copy, or returns
+ * NULL when the home has no such region. */
+void dsm_map_request(struct dsm_node *node, dsm_rid_t rid);
+struct dsm_region *dsm_map_complete(struct dsm_node *node);
 /* Frees a region (removed from the table first by the caller). */
 void dsm_region_free(struct dsm_region *r);
 

@@ -146,12 +146,7 @@ static void start_op(struct sim *s, unsigned n, struct dsm_region *r)
 
 static void map_request(struct sim *s, unsigned n, dsm_rid_t rid)
 {
-    struct dsm_node *node = &s->nodes[n];
-    node->map_rid = rid;
-    node->map_reply = 0;
-    struct dsm_msg m = {.type = DSM_MSG_RGN_INFO_REQ, .src = n, .dst = DSM_RID_HOME(rid), .rid = rid};
-    node->stats.sent[m.type]++;
-    on_send(node, &m);
+    dsm_map_request(&s->nodes[n], rid);
     s->phase[n] = SIM_MAPPING;
 }
 
@@ -193,10 +188,10 @@ static void node_step(struct sim *s, unsigned n)
         idle_step(s, n);
         return;
     case SIM_MAPPING:
-        if (node->map_reply < 0)
+        r = dsm_map_complete(node);
+        if (!r)
             sim_fail(s, "node %u: map of region %u refused", n, st->region);
-        node->map_rid = DSM_NO_RID;
-        start_op(s, n, dsm_remote_copy(node, s->rids[st->region], node->map_size, node->map_version));
+        start_op(s, n, r);
         return;
     case SIM_RETRY:
         start_op(s, n, r);

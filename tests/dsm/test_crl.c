@@ -435,6 +435,21 @@ static void misuse_bad_rid(void)
     rgn_barrier();
 }
 
+static void misuse_delete_bad_rid(void)
+{
+    rgn_delete(((rid_t)me << 32) | 999u);
+}
+
+static void misuse_bcast_size(void)
+{
+    uint64_t buf[2] = {0};
+    if (me == 0)
+        rgn_bcast_send(8, buf);
+    else
+        rgn_bcast_recv(16, buf);
+    rgn_barrier();
+}
+
 static void misuse_stray_pointer(void)
 {
     static uint64_t junk[64];
@@ -466,6 +481,8 @@ int main(int argc, char **argv)
         {"misuse_unmapped", misuse_unmapped},
         {"misuse_bad_rid", misuse_bad_rid},
         {"misuse_stray_pointer", misuse_stray_pointer},
+        {"misuse_delete_bad_rid", misuse_delete_bad_rid},
+        {"misuse_bcast_size", misuse_bcast_size},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {
