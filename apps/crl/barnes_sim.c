@@ -79,7 +79,7 @@ struct node_entry {
 struct pool {
     rid_t *rid;
     union node **node;
-    int *depth;  /* this step's, private: deciding whose turn it is reads no region */
+    int *depth;  /* kept privately too: ordering the centre-of-mass work reads no region */
     size_t created, used, capacity;
 };
 
