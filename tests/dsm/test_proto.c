@@ -449,12 +449,13 @@ static void run_explorer(const char *name, const struct config *c)
 #define F(k) {SIM_FLUSH, k}
 #define E(k) {SIM_EVICT, k}
 
-/* 3 nodes, one region at node 0, in-order channels (shm). */
+/* 3 nodes, one region at node 0, in-order channels (shm), with an
+ * eviction and a flush. */
 static void explore_fifo(void)
 {
     struct config c = {.nnodes = 3, .nregions = 1, .fifo = 1,
-                       .script = {{W(0), R(0), W(0)}, {R(0), W(0), R(0)}, {W(0), R(0), W(0)}},
-                       .len = {3, 3, 3}};
+                       .script = {{W(0), R(0), W(0)}, {R(0), E(0), W(0), R(0)}, {W(0), F(0), R(0), W(0)}},
+                       .len = {3, 4, 4}};
     run_explorer("explore_fifo", &c);
 }
 
