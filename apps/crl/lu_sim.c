@@ -2,20 +2,24 @@
  * Gupta): the matrix is cut into bs x bs blocks, one region per block, and
  * blocks are dealt to ranks in a 2-D scatter over a prow x pcol grid.  The
  * owner of a block creates its region (so it is the block's home) and does
- * every write to it; other ranks only read it.  Step k of nb:
- *
- *   1. the owner of diagonal block (k,k) factors it;
- *   2. owners of perimeter blocks (k,j) and (i,k), i,j > k, solve them
- *      against the diagonal block;
- *   3. owners of interior blocks (i,j), i,j > k, subtract A(i,k) x A(k,j).
+ * every write to it; other ranks only read it.  Block (i,j) gets the
+ * updates A(i,j) -= A(i,k) A(k,j) for k < min(i,j), then is finished:
+ * factored if diagonal, else solved against diagonal block min(i,j).  That
+ * is the thesis's step k (factor the diagonal block, solve the perimeter,
+ * update the interior) reordered per rank: in its step k a rank first
+ * updates and finishes its blocks of row and column k+1, diagonal first,
+ * which every rank's next step waits for, then updates the rest.  The order
+ * of the operations on each block is unchanged, so the factors equal the
+ * sequential ones bit for bit.
  *
  * Each block's owner holds one write operation on it from its creation
- * until the block is final (after 1 or 2 of step min(i,j)).  That write is
- * also the synchronization: a read of a block waits, as CRL operations do,
- * until the owner ends the write, so a rank goes through its steps without
- * barriers (the thesis's version has one after phases 1 and 2) and the
- * steps pipeline.  Every wait is for work of an earlier phase, which its
- * owner does before any later wait of its own, so nothing deadlocks.
+ * until the block is finished.  That write is also the synchronization: a
+ * read of a block waits, as CRL operations do, until the owner ends the
+ * write, so the ranks need no barrier (the thesis's version has two per
+ * step) and the steps pipeline.  A rank's step k waits only for blocks
+ * finished in the first part of step k-1 or, for the diagonal block k+1,
+ * of step k, which their owners reach without waiting on anything later:
+ * nothing deadlocks.
  *
  * Operations are coarser than the thesis's one per block update: a 10x10
  * update is ~200 ns on a current core (the thesis had ~11,000 cycles of
@@ -63,14 +67,6 @@ static const double *start_read(struct lu *lu, int bi, int bj)
     return b;
 }
 
-/* The block is final: end the write operation its owner held on it. */
-static double *finish(struct lu *lu, int bi, int bj)
-{
-    double *b = block(lu, bi, bj);
-    rgn_end_write(b);
-    return b;
-}
-
 /* In place: a = L U, L unit lower triangular, U upper. */
 static void factor_diagonal(double *a, int bs)
 {
@@ -115,60 +111,74 @@ static void multiply_subtract(double *c, const double *a, const double *b, int b
         }
 }
 
-static void factor_diagonal_step(struct lu *lu, int k)
+/* My block (i,j) has had its updates with every k < min(i,j): factor it
+ * (diagonal) or solve it against the diagonal block, and end the write
+ * operation held on it since its creation. */
+static void finish(struct lu *lu, int i, int j)
 {
-    if (!mine(lu, k, k))
-        return;
-    factor_diagonal(block(lu, k, k), lu->bs);
-    finish(lu, k, k);
-}
-
-static void update_perimeter(struct lu *lu, int k)
-{
-    const double *diag = NULL;
-    for (int j = k + 1; j < lu->nb; j++) {
-        if (!mine(lu, k, j))
-            continue;
-        if (!diag)
-            diag = start_read(lu, k, k);
-        solve_row_block(diag, block(lu, k, j), lu->bs);
-        finish(lu, k, j);
-        app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
-    }
-    for (int i = k + 1; i < lu->nb; i++) {
-        if (!mine(lu, i, k))
-            continue;
-        if (!diag)
-            diag = start_read(lu, k, k);
-        solve_column_block(diag, block(lu, i, k), lu->bs);
-        finish(lu, i, k);
-        app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
-    }
-    if (diag)
+    double *b = block(lu, i, j);
+    if (i == j) {
+        factor_diagonal(b, lu->bs);
+    } else {
+        int k = i < j ? i : j;
+        const double *diag = start_read(lu, k, k);
+        if (i < j)
+            solve_row_block(diag, b, lu->bs);
+        else
+            solve_column_block(diag, b, lu->bs);
         rgn_end_read((void *)diag);
+    }
+    rgn_end_write(b);
+    app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
 }
 
-/* Reads A(i,k) and A(k,j) once per step, when first needed. */
-static void update_interior(struct lu *lu, int k)
+/* My block (i,j) -= A(i,k) A(k,j); reads A(i,k) and A(k,j) once per step. */
+static void update(struct lu *lu, int i, int j, int k)
 {
-    for (int i = k + 1; i < lu->nb; i++)
-        for (int j = k + 1; j < lu->nb; j++) {
-            if (!mine(lu, i, j))
-                continue;
-            if (!lu->column[i])
-                lu->column[i] = start_read(lu, i, k);
-            if (!lu->row[j])
-                lu->row[j] = start_read(lu, k, j);
-            multiply_subtract(block(lu, i, j), lu->column[i], lu->row[j], lu->bs);
-            app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
-        }
-    for (int b = k + 1; b < lu->nb; b++) {
+    if (!lu->column[i])
+        lu->column[i] = start_read(lu, i, k);
+    if (!lu->row[j])
+        lu->row[j] = start_read(lu, k, j);
+    multiply_subtract(block(lu, i, j), lu->column[i], lu->row[j], lu->bs);
+    app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
+}
+
+static void end_reads(struct lu *lu)
+{
+    for (int b = 0; b < lu->nb; b++) {
         if (lu->column[b])
             rgn_end_read((void *)lu->column[b]);
         if (lu->row[b])
             rgn_end_read((void *)lu->row[b]);
         lu->column[b] = lu->row[b] = NULL;
     }
+}
+
+/* Step k (from -1: no update) updates my blocks of the trailing matrix
+ * with row and column k, and finishes those that become final: row and
+ * column k+1, diagonal first.  These go first, as the next step of every
+ * rank waits for them. */
+static void step(struct lu *lu, int k)
+{
+    int next = k + 1;
+    for (int j = next; j < lu->nb; j++)
+        if (mine(lu, next, j)) {
+            if (k >= 0)
+                update(lu, next, j, k);
+            finish(lu, next, j);
+        }
+    for (int i = next + 1; i < lu->nb; i++)
+        if (mine(lu, i, next)) {
+            if (k >= 0)
+                update(lu, i, next, k);
+            finish(lu, i, next);
+        }
+    if (k >= 0)
+        for (int i = next + 1; i < lu->nb; i++)
+            for (int j = next + 1; j < lu->nb; j++)
+                if (mine(lu, i, j))
+                    update(lu, i, j, k);
+    end_reads(lu);
 }
 
 /* The grid prow x pcol = nranks with prow the largest divisor <= sqrt. */
@@ -231,11 +241,8 @@ struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     create_blocks(&lu);
     rgn_barrier();
     struct app_time start = app_clock(), elapsed = {0, 0};
-    for (int k = 0; k < lu.nb; k++) {
-        factor_diagonal_step(&lu, k);
-        update_perimeter(&lu, k);
-        update_interior(&lu, k);
-    }
+    for (int k = -1; k < lu.nb - 1; k++)
+        step(&lu, k);
     rgn_barrier();
     app_add_since(&elapsed, start);
     if (out)
