@@ -366,7 +366,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     if (!r)
         return 1;
     uint64_t h = mix(2, r->state);
-    h = mix(h, r->rcvd_inv | (uint64_t)r->waiting << 8 | (uint64_t)r->cont << 16);
+    h = mix(h, r->rcvd_inv | (uint64_t)r->waiting << 8 | (uint64_t)r->cont << 16 | (uint64_t)r->released << 24);
     h = mix(h, r->read_cnt);
     h = mix(h, r->version);
     h = mix(h, sim_value(r));
@@ -388,7 +388,9 @@ uint64_t sim_hash(const struct sim *s)
     uint64_t h = 0;
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
-        h = mix(h, (uint64_t)(s->nodes[n].map_reply + 1) | s->nodes[n].map_rid << 2);
+        const struct dsm_node *nd = &s->nodes[n];
+        if (nd->map_rid != DSM_NO_RID) /* a map in progress; its leftovers mean nothing after */
+            h = mix(mix(h, (uint64_t)(nd->map_reply + 1) | nd->map_rid << 2), nd->map_version);
         for (unsigned k = 0; k < s->nregions; k++)
             h = mix(h, hash_region(dsm_lookup(&s->nodes[n], s->rids[k])));
     }
