@@ -663,6 +663,16 @@ static void reorder(void)
     printf("reorder: late and early invalidation, late release, late ack, flush/invalidation crossing\n");
 }
 
+/* A longer search than CTest's (minutes), run by hand: 4 steps on every
+ * node, any delivery order. */
+static void explore_big(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0,
+                       .script = {{W(0), R(0), E(0), W(0)}, {R(0), W(0), F(0), R(0)}, {W(0), R(0), W(0), R(0)}},
+                       .len = {4, 4, 4}};
+    run_explorer("explore_big", &c);
+}
+
 /* ---- random schedules ---------------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *x)
@@ -748,6 +758,7 @@ int main(int argc, char **argv)
         {"explore_fifo", explore_fifo},
         {"explore_reorder", explore_reorder},
         {"explore_two_regions", explore_two_regions},
+        {"explore_big", explore_big},
         {"random", random_schedules},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
