@@ -37,11 +37,21 @@ SHOAL_API unsigned crl_num_nodes(void);
 
 /* Region functions (Table 3-1). */
 SHOAL_API rid_t rgn_create(unsigned size); /* contents start zeroed; not mapped */
+/* Checks the rid; the region itself lives until crl_exit (as in the
+ * thesis's prototype). */
 SHOAL_API void rgn_delete(rid_t rid);
+/* Same address for every mapping on this rank; a remote region not mapped
+ * or cached costs one round trip to its home (no data moves until an
+ * operation starts). */
 SHOAL_API void *rgn_map(rid_t rid);
+/* After the last unmap a remote copy waits in the unmapped region cache
+ * (SHOAL_CRL_URC_SIZE) and the pointer must not be used. */
 SHOAL_API void rgn_unmap(void *rgn);
 SHOAL_API rid_t rgn_rid(void *rgn);
 SHOAL_API unsigned rgn_size(void *rgn);
+/* Reads nest on a rank and run concurrently on all; a write excludes every
+ * other operation on the region everywhere.  A start that misses polls
+ * (serving other ranks' requests) until it can proceed. */
 SHOAL_API void rgn_start_read(void *rgn);
 SHOAL_API void rgn_end_read(void *rgn);
 SHOAL_API void rgn_start_write(void *rgn);

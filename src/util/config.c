@@ -42,6 +42,10 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
                         "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do"},
+    [CFG_CRL_URC_SIZE] = {"SHOAL_CRL_URC_SIZE", "1024",
+                          "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
+    [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
+                       "1: every rank prints its CRL call, message and time counters at crl_exit"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -108,7 +112,7 @@ static int validate(enum util_cfg_id id, const char *v)
                 strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
     case CFG_TRANSPORT:
         return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
-    case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD:
+    case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_CRL_STATS:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
@@ -132,6 +136,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return parse_int(v, &n) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
+    case CFG_CRL_URC_SIZE:
+        return (parse_int(v, &n) || n > (1 << 24)) ? -1 : 0;
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     case CFG_FAULTS:

@@ -1,0 +1,678 @@
+/* Barnes-Hut (thesis §6.2.3): gravitational n-body simulation over an
+ * octree, after SPLASH-2 barnes.
+ *
+ * Regions: one per body (created by its owner), per tree cell and per tree
+ * leaf (from per-rank pools, reused every step), and the root cell (rank
+ * 0's).  A cell names its children by rid; a leaf holds up to LEAF_MAX
+ * bodies, with a copy of each body's mass and position taken when it was
+ * inserted (positions do not change while the tree stands), so the force
+ * walk reads leaves and not bodies.  Global sums, minima and maxima go
+ * through the CRL reductions, as in all the thesis's Barnes-Hut versions.
+ *
+ * A step:
+ *   bounding box (6 reductions); rank 0 empties the root       barrier
+ *   every rank inserts its bodies into the shared tree: a cell
+ *   is changed under a write operation on it (the lock), held
+ *   down the path when a full leaf splits                        barrier
+ *   each rank takes a write on the cells and leaves it created   barrier
+ *   centres of mass bottom-up, each rank its own nodes, deepest
+ *   first, ending each write when done (reads of it wait)
+ *   forces: each rank walks the tree for its bodies
+ *   advance my bodies; energy (2 reductions).
+ * Bodies are dealt to ranks in contiguous ranges of Morton order, so a
+ * rank's bodies are near each other and its walks share most nodes.
+ *
+ * Operations are coarser than the thesis's one per visited node (~436
+ * cycles of work each there, a few ns now): every node is mapped once and
+ * stays mapped, and a walk reads a node through a private copy taken with
+ * one read operation the first time the rank visits it in a step. */
+#include "crl_app.h"
+#include "barnes.h"
+
+#include <math.h>
+#include <stdint.h>
+
+enum { EMPTY, CELL, LEAF };
+enum { LEAF_MAX = 8, MAX_DEPTH = 60 };
+
+struct body { /* region */
+    double mass, pos[3], vel[3], acc[3], phi;
+};
+
+struct head { /* the start of cells and leaves */
+    double mass, cofm[3];
+    int32_t kind, depth;
+};
+
+struct cell { /* region */
+    struct head h;
+    rid_t child[8];
+    uint8_t child_kind[8];
+};
+
+struct member {
+    double mass, pos[3];
+    rid_t body;
+};
+
+struct leaf { /* region */
+    struct head h;
+    int32_t count;
+    struct member member[LEAF_MAX];
+};
+
+union node {
+    struct head h;
+    struct cell cell;
+    struct leaf leaf;
+};
+
+/* A node this rank has mapped, and its private copy for the force walk. */
+struct node_entry {
+    rid_t rid;
+    union node *mapped; /* NULL: the slot is free */
+    union node *copy;
+    int copy_step;      /* the step the copy was taken in */
+};
+
+/* The cells or leaves this rank created; used[0..used) are in this step's tree. */
+struct pool {
+    rid_t *rid;
+    union node **node;
+    int *depth;  /* kept privately too: ordering the centre-of-mass work reads no region */
+    size_t created, used, capacity;
+};
+
+struct bh {
+    const struct barnes_params *p;
+    unsigned me;
+    size_t first, count;   /* my bodies */
+    struct body **body;    /* my bodies, mapped */
+    rid_t *body_rid;       /* every body's */
+    rid_t root;
+    double center[3], half; /* the root cube */
+    struct pool cells, leaves;
+    struct node_entry *table; /* open addressing on rid */
+    size_t table_size, table_count;
+    int step;              /* counts force computations */
+    double kinetic, potential; /* my part of this step's energy */
+    unsigned poll_ticks;
+};
+
+enum { POLL_EVERY_VISITS = 64 }; /* a visit is ~15 ns */
+
+/* ---- the node table: every node is mapped once per rank ---------------- */
+
+static size_t slot_of(const struct bh *bh, rid_t rid)
+{
+    return (size_t)((rid * 0x9e3779b97f4a7c15ull) >> 20) & (bh->table_size - 1);
+}
+
+static void table_grow(struct bh *bh)
+{
+    struct node_entry *old = bh->table;
+    size_t old_size = bh->table_size;
+    bh->table_size = old_size ? 2 * old_size : 1024;
+    bh->table = app_alloc(bh->table_size * sizeof *bh->table);
+    for (size_t i = 0; i < old_size; i++)
+        if (old[i].mapped) {
+            size_t s = slot_of(bh, old[i].rid);
+            while (bh->table[s].mapped)
+                s = (s + 1) & (bh->table_size - 1);
+            bh->table[s] = old[i];
+        }
+    free(old);
+}
+
+static struct node_entry *node_entry(struct bh *bh, rid_t rid)
+{
+    if (2 * (bh->table_count + 1) > bh->table_size)
+        table_grow(bh);
+    size_t s = slot_of(bh, rid);
+    while (bh->table[s].mapped && bh->table[s].rid != rid)
+        s = (s + 1) & (bh->table_size - 1);
+    struct node_entry *e = &bh->table[s];
+    if (!e->mapped) {
+        *e = (struct node_entry){.rid = rid, .mapped = rgn_map(rid), .copy_step = -1};
+        bh->table_count++;
+    }
+    return e;
+}
+
+static union node *node(struct bh *bh, rid_t rid)
+{
+    return node_entry(bh, rid)->mapped;
+}
+
+/* The node as it stands in this step's finished tree, read once per step. */
+static const union node *node_copy(struct bh *bh, rid_t rid)
+{
+    struct node_entry *e = node_entry(bh, rid);
+    if (e->copy_step != bh->step) {
+        if (!e->copy)
+            e->copy = app_alloc(sizeof *e->copy);
+        rgn_start_read(e->mapped);
+        memcpy(e->copy, e->mapped, e->mapped->h.kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
+        rgn_end_read(e->mapped);
+        e->copy_step = bh->step;
+    }
+    return e->copy;
+}
+
+/* ---- pools ----------------------------------------------------------------- */
+
+/* A fresh node of my pool, under a write operation, emptied. */
+static union node *take_node(struct bh *bh, int kind, int depth, rid_t *rid)
+{
+    struct pool *p = kind == CELL ? &bh->cells : &bh->leaves;
+    if (depth >= MAX_DEPTH) {
+        fprintf(stderr, "barnes: tree deeper than %d (coincident bodies?)\n", MAX_DEPTH);
+        abort();
+    }
+    if (p->used == p->created) {
+        if (p->created == p->capacity) {
+            p->capacity = p->capacity ? 2 * p->capacity : 256;
+            p->rid = realloc(p->rid, p->capacity * sizeof *p->rid);
+            p->node = realloc(p->node, p->capacity * sizeof *p->node);
+            p->depth = realloc(p->depth, p->capacity * sizeof *p->depth);
+            if (!p->rid || !p->node || !p->depth)
+                abort();
+        }
+        p->rid[p->created] = rgn_create(kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
+        p->node[p->created] = node(bh, p->rid[p->created]);
+        p->created++;
+    }
+    union node *n = p->node[p->used];
+    p->depth[p->used] = depth;
+    *rid = p->rid[p->used++];
+    rgn_start_write(n);
+    memset(n, 0, kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
+    n->h.kind = kind;
+    n->h.depth = depth;
+    return n;
+}
+
+/* ---- building the tree ------------------------------------------------------- */
+
+static int octant(const double center[3], const double pos[3])
+{
+    return (pos[0] >= center[0]) | (pos[1] >= center[1]) << 1 | (pos[2] >= center[2]) << 2;
+}
+
+static void child_center(double center[3], double half, int o)
+{
+    for (int d = 0; d < 3; d++)
+        center[d] += (o >> d & 1 ? 0.5 : -0.5) * half;
+}
+
+static void add_member(struct bh *bh, struct cell *c, int o, const struct member *m)
+{
+    struct leaf *l;
+    if (c->child_kind[o] == EMPTY) {
+        l = &take_node(bh, LEAF, c->h.depth + 1, &c->child[o])->leaf;
+        c->child_kind[o] = LEAF;
+    } else {
+        l = &node(bh, c->child[o])->leaf; /* a leaf of the cell being built: write held */
+    }
+    l->member[l->count++] = *m;
+}
+
+/* Replaces the full leaf under c's octant o (both under write operations)
+ * by a new cell holding its members in new leaves. */
+static void split_leaf(struct bh *bh, struct cell *c, int o, struct leaf *full, const double center[3], double half)
+{
+    rid_t rid;
+    struct cell *sub = &take_node(bh, CELL, c->h.depth + 1, &rid)->cell;
+    double sub_center[3] = {center[0], center[1], center[2]};
+    child_center(sub_center, half, o);
+    int touched[8] = {0};
+    for (int i = 0; i < full->count; i++) {
+        int so = octant(sub_center, full->member[i].pos);
+        if (sub->child_kind[so] == EMPTY)
+            touched[so] = 1;
+        add_member(bh, sub, so, &full->member[i]);
+    }
+    for (int so = 0; so < 8; so++)
+        if (touched[so])
+            rgn_end_write(node(bh, sub->child[so]));
+    full->count = 0; /* unreferenced from now on */
+    c->child[o] = rid;
+    c->child_kind[o] = CELL;
+    rgn_end_write(sub);
+}
+
+/* Places m in a leaf of octant o of c (write held), splitting a full
+ * leaf; returns 1 when placed, 0 when octant o now holds a cell to descend. */
+static int place(struct bh *bh, struct cell *c, int o, const struct member *m, const double center[3], double half)
+{
+    if (c->child_kind[o] == EMPTY) {
+        add_member(bh, c, o, m);
+        rgn_end_write(node(bh, c->child[o]));
+        return 1;
+    }
+    if (c->child_kind[o] == CELL)
+        return 0;
+    struct leaf *l = &node(bh, c->child[o])->leaf;
+    rgn_start_write(l);
+    if (l->count < LEAF_MAX) {
+        l->member[l->count++] = *m;
+        rgn_end_write(l);
+        return 1;
+    }
+    split_leaf(bh, c, o, l, center, half);
+    rgn_end_write(l);
+    return 0;
+}
+
+static void insert(struct bh *bh, const struct member *m)
+{
+    rid_t rid = bh->root;
+    double center[3] = {bh->center[0], bh->center[1], bh->center[2]}, half = bh->half;
+    for (;;) {
+        struct cell *c = &node(bh, rid)->cell;
+        int o = octant(center, m->pos);
+        rgn_start_read(c);
+        int kind = c->child_kind[o];
+        rid_t child = c->child[o];
+        rgn_end_read(c);
+        if (kind != CELL) {
+            rgn_start_write(c); /* the octant may have changed since the read */
+            int placed = place(bh, c, o, m, center, half);
+            child = c->child[o];
+            rgn_end_write(c);
+            if (placed)
+                return;
+        }
+        rid = child;
+        child_center(center, half, o);
+        half /= 2;
+    }
+}
+
+/* ---- centres of mass ----------------------------------------------------------- */
+
+static void leaf_mass(struct leaf *l)
+{
+    double mass = 0, moment[3] = {0, 0, 0};
+    for (int i = 0; i < l->count; i++) {
+        mass += l->member[i].mass;
+        for (int d = 0; d < 3; d++)
+            moment[d] += l->member[i].mass * l->member[i].pos[d];
+    }
+    l->h.mass = mass;
+    for (int d = 0; d < 3; d++)
+        l->h.cofm[d] = mass > 0 ? moment[d] / mass : 0;
+}
+
+static void cell_mass(struct bh *bh, struct cell *c)
+{
+    double mass = 0, moment[3] = {0, 0, 0};
+    for (int o = 0; o < 8; o++) {
+        if (c->child_kind[o] == EMPTY)
+            continue;
+        union node *child = node(bh, c->child[o]);
+        rgn_start_read(child);
+        mass += child->h.mass;
+        for (int d = 0; d < 3; d++)
+            moment[d] += child->h.mass * child->h.cofm[d];
+        rgn_end_read(child);
+    }
+    c->h.mass = mass;
+    for (int d = 0; d < 3; d++)
+        c->h.cofm[d] = mass > 0 ? moment[d] / mass : 0;
+}
+
+static int deepest(const struct pool *p, int depth)
+{
+    for (size_t i = 0; i < p->used; i++)
+        if (p->depth[i] > depth)
+            depth = p->depth[i];
+    return depth;
+}
+
+static void start_writes(const struct pool *p)
+{
+    for (size_t i = 0; i < p->used; i++)
+        rgn_start_write(p->node[i]);
+}
+
+/* Computes my nodes at this depth and ends the write held on each. */
+static void masses_at_depth(struct bh *bh, const struct pool *p, int depth)
+{
+    for (size_t i = 0; i < p->used; i++) {
+        union node *n = p->node[i];
+        if (p->depth[i] != depth)
+            continue;
+        if (n->h.kind == LEAF)
+            leaf_mass(&n->leaf);
+        else
+            cell_mass(bh, &n->cell);
+        rgn_end_write(n);
+    }
+}
+
+/* Bottom-up without a barrier per level: every rank takes a write on each
+ * node it created (then one barrier, so nobody reads a node before its
+ * owner holds it), and ends it when the node's centre of mass is done.  A
+ * parent's read of a child, and the force walk's reads, wait for that end.
+ * Each rank goes deepest first and a node waits only for deeper ones, so
+ * the deepest pending node never waits: no deadlock. */
+static void centres_of_mass(struct bh *bh)
+{
+    union node *root = node(bh, bh->root);
+    start_writes(&bh->leaves);
+    start_writes(&bh->cells);
+    if (bh->me == 0)
+        rgn_start_write(root);
+    rgn_barrier();
+    for (int d = deepest(&bh->cells, deepest(&bh->leaves, 0)); d >= 1; d--) {
+        masses_at_depth(bh, &bh->leaves, d);
+        masses_at_depth(bh, &bh->cells, d);
+    }
+    if (bh->me == 0) {
+        cell_mass(bh, &root->cell);
+        rgn_end_write(root);
+    }
+}
+
+/* ---- forces ----------------------------------------------------------------------- */
+
+static void attract(const struct bh *bh, const double pos[3], double mass, const double at[3], double acc[3],
+                    double *phi)
+{
+    double r[3], r2 = bh->p->epsilon * bh->p->epsilon;
+    for (int d = 0; d < 3; d++) {
+        r[d] = at[d] - pos[d];
+        r2 += r[d] * r[d];
+    }
+    double inv = 1 / sqrt(r2), m_inv = mass * inv, m_inv3 = m_inv * inv * inv;
+    *phi -= m_inv;
+    for (int d = 0; d < 3; d++)
+        acc[d] += m_inv3 * r[d];
+}
+
+/* Walks the tree for body b (write held), setting its acc and phi. */
+static void gravity(struct bh *bh, struct body *b, rid_t self)
+{
+    rid_t stack[8 * MAX_DEPTH];
+    int top = 0;
+    double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
+    stack[top++] = bh->root;
+    while (top) {
+        app_poll_every(&bh->poll_ticks, POLL_EVERY_VISITS);
+        const union node *n = node_copy(bh, stack[--top]);
+        if (n->h.kind == LEAF) {
+            for (int i = 0; i < n->leaf.count; i++)
+                if (n->leaf.member[i].body != self)
+                    attract(bh, b->pos, n->leaf.member[i].mass, n->leaf.member[i].pos, acc, &phi);
+            continue;
+        }
+        double size = ldexp(root_size, -n->h.depth), d2 = 0;
+        for (int d = 0; d < 3; d++)
+            d2 += (n->h.cofm[d] - b->pos[d]) * (n->h.cofm[d] - b->pos[d]);
+        if (size * size < theta2 * d2) {
+            attract(bh, b->pos, n->h.mass, n->h.cofm, acc, &phi);
+            continue;
+        }
+        for (int o = 0; o < 8; o++)
+            if (n->cell.child_kind[o] != EMPTY)
+                stack[top++] = n->cell.child[o];
+    }
+    memcpy(b->acc, acc, sizeof acc);
+    b->phi = phi;
+}
+
+static void forces(struct bh *bh)
+{
+    bh->kinetic = bh->potential = 0;
+    for (size_t i = 0; i < bh->count; i++) {
+        struct body *b = bh->body[i];
+        rgn_start_write(b);
+        gravity(bh, b, bh->body_rid[bh->first + i]);
+        bh->potential += 0.5 * b->mass * b->phi;
+        bh->kinetic += 0.5 * b->mass * (b->vel[0] * b->vel[0] + b->vel[1] * b->vel[1] + b->vel[2] * b->vel[2]);
+        rgn_end_write(b);
+    }
+}
+
+/* ---- a step ---------------------------------------------------------------------- */
+
+/* The root cube: the bounding box of every body, a little enlarged. */
+static void bounding_box(struct bh *bh)
+{
+    double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+    for (size_t i = 0; i < bh->count; i++) {
+        struct body *b = bh->body[i];
+        rgn_start_read(b);
+        for (int d = 0; d < 3; d++) {
+            lo[d] = fmin(lo[d], b->pos[d]);
+            hi[d] = fmax(hi[d], b->pos[d]);
+        }
+        rgn_end_read(b);
+    }
+    bh->half = 0;
+    for (int d = 0; d < 3; d++) {
+        lo[d] = rgn_reduce_dmin(lo[d]);
+        hi[d] = rgn_reduce_dmax(hi[d]);
+        bh->center[d] = (lo[d] + hi[d]) / 2;
+        bh->half = fmax(bh->half, (hi[d] - lo[d]) / 2 * 1.001);
+    }
+}
+
+static void build_tree(struct bh *bh)
+{
+    bounding_box(bh);
+    bh->cells.used = bh->leaves.used = 0;
+    if (bh->me == 0) {
+        union node *root = node(bh, bh->root);
+        rgn_start_write(root);
+        memset(root, 0, sizeof(struct cell));
+        root->h.kind = CELL;
+        rgn_end_write(root);
+    }
+    rgn_barrier();
+    for (size_t i = 0; i < bh->count; i++) {
+        struct body *b = bh->body[i];
+        struct member m = {.body = bh->body_rid[bh->first + i]};
+        rgn_start_read(b);
+        memcpy(m.pos, b->pos, sizeof m.pos);
+        m.mass = b->mass;
+        rgn_end_read(b);
+        insert(bh, &m);
+    }
+    rgn_barrier();
+}
+
+/* Forces at the current positions; the energy there on every rank. */
+static double compute_forces(struct bh *bh)
+{
+    build_tree(bh);
+    centres_of_mass(bh);
+    bh->step++;
+    forces(bh);
+    return rgn_reduce_dadd(bh->kinetic) + rgn_reduce_dadd(bh->potential);
+}
+
+/* Kick and drift (SPLASH-2's advance): vel += acc dt, pos += (vel - acc dt/2) dt. */
+static void advance(struct bh *bh)
+{
+    double dt = bh->p->dt;
+    for (size_t i = 0; i < bh->count; i++) {
+        struct body *b = bh->body[i];
+        rgn_start_write(b);
+        for (int d = 0; d < 3; d++) {
+            double half_kick = b->acc[d] * dt / 2;
+            b->pos[d] += (b->vel[d] + half_kick) * dt;
+            b->vel[d] += 2 * half_kick;
+        }
+        rgn_end_write(b);
+    }
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static double uniform(uint64_t *state) /* splitmix64, in [0, 1) */
+{
+    uint64_t x = *state += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (double)(x >> 11) * 0x1p-53;
+}
+
+static void random_direction(uint64_t *rng, double length, double v[3])
+{
+    double z = 2 * uniform(rng) - 1, phi = 2 * M_PI * uniform(rng), r = sqrt(1 - z * z);
+    v[0] = length * r * cos(phi);
+    v[1] = length * r * sin(phi);
+    v[2] = length * z;
+}
+
+/* Body k of a Plummer sphere in virial units (Aarseth, Henon and Wielen's
+ * sampling, as SPLASH-2's testdata), from a generator seeded by k. */
+static void plummer_body(int k, int n, struct body *b)
+{
+    uint64_t rng = (uint64_t)k * 0xd1b54a32d192ed03ull + 1;
+    const double scale = 3 * M_PI / 16;
+    double r = 1 / sqrt(pow(0.999 * uniform(&rng), -2.0 / 3) - 1), x, y;
+    do {
+        x = uniform(&rng);
+        y = 0.1 * uniform(&rng);
+    } while (y > x * x * pow(1 - x * x, 3.5));
+    memset(b, 0, sizeof *b);
+    b->mass = 1.0 / n;
+    random_direction(&rng, scale * r, b->pos);
+    random_direction(&rng, sqrt(2.0) * x * pow(1 + r * r, -0.25) / sqrt(scale), b->vel);
+}
+
+static uint64_t spread_bits(uint64_t x) /* 21 bits to every third of 63 */
+{
+    x &= 0x1fffff;
+    x = (x | x << 32) & 0x1f00000000ffffull;
+    x = (x | x << 16) & 0x1f0000ff0000ffull;
+    x = (x | x << 8) & 0x100f00f00f00f00full;
+    x = (x | x << 4) & 0x10c30c30c30c30c3ull;
+    x = (x | x << 2) & 0x1249249249249249ull;
+    return x;
+}
+
+struct keyed_body {
+    uint64_t key;
+    struct body body;
+};
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = ((const struct keyed_body *)a)->key, y = ((const struct keyed_body *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* Every rank generates all n bodies and sorts them in Morton order of
+ * position (keys on a 2^21 grid over [-8, 8)^3, far bodies clamped). */
+static struct keyed_body *initial_bodies(int n)
+{
+    struct keyed_body *all = app_alloc((size_t)n * sizeof *all);
+    for (int k = 0; k < n; k++) {
+        plummer_body(k, n, &all[k].body);
+        for (int d = 0; d < 3; d++) {
+            double g = (all[k].body.pos[d] + 8) / 16 * 0x1p21;
+            uint64_t cell = g <= 0 ? 0 : g >= 0x1p21 ? 0x1fffff : (uint64_t)g;
+            all[k].key |= spread_bits(cell) << d;
+        }
+    }
+    qsort(all, (size_t)n, sizeof *all, by_key);
+    return all;
+}
+
+static void create_bodies(struct bh *bh, int n)
+{
+    struct keyed_body *all = initial_bodies(n);
+    unsigned *owner = app_alloc((size_t)n * sizeof *owner);
+    bh->body_rid = app_alloc((size_t)n * sizeof *bh->body_rid);
+    bh->body = app_alloc(bh->count * sizeof *bh->body);
+    for (size_t k = 0; k < (size_t)n; k++)
+        owner[k] = app_owner(k, (size_t)n, crl_num_nodes());
+    for (size_t i = 0; i < bh->count; i++) {
+        bh->body_rid[bh->first + i] = rgn_create(sizeof(struct body));
+        struct body *b = bh->body[i] = rgn_map(bh->body_rid[bh->first + i]);
+        rgn_start_write(b);
+        *b = all[bh->first + i].body;
+        rgn_end_write(b);
+    }
+    app_share_rids(bh->body_rid, owner, (size_t)n);
+    free(owner);
+    free(all);
+}
+
+static void create_root(struct bh *bh)
+{
+    if (bh->me == 0) {
+        bh->root = rgn_create(sizeof(struct cell));
+        rgn_bcast_send(sizeof bh->root, &bh->root);
+    } else {
+        rgn_bcast_recv(sizeof bh->root, &bh->root);
+    }
+}
+
+static void gather(struct bh *bh, int n, struct barnes_body *out)
+{
+    for (int k = 0; k < n; k++) {
+        struct body *b = rgn_map(bh->body_rid[k]);
+        rgn_start_read(b);
+        out[k] = (struct barnes_body){.mass = b->mass, .phi = b->phi};
+        memcpy(out[k].pos, b->pos, sizeof b->pos);
+        memcpy(out[k].vel, b->vel, sizeof b->vel);
+        memcpy(out[k].acc, b->acc, sizeof b->acc);
+        rgn_end_read(b);
+        rgn_unmap(b);
+    }
+}
+
+static void release(struct bh *bh)
+{
+    for (size_t i = 0; i < bh->table_size; i++)
+        if (bh->table[i].mapped) {
+            rgn_unmap(bh->table[i].mapped);
+            free(bh->table[i].copy);
+        }
+    for (size_t i = 0; i < bh->count; i++)
+        rgn_unmap(bh->body[i]);
+    free(bh->table);
+    free(bh->body);
+    free(bh->body_rid);
+    free(bh->cells.rid);
+    free(bh->cells.node);
+    free(bh->cells.depth);
+    free(bh->leaves.rid);
+    free(bh->leaves.node);
+    free(bh->leaves.depth);
+}
+
+void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_result *result)
+{
+    struct bh bh = {.p = params, .me = crl_self_addr()};
+    app_partition((size_t)params->bodies, bh.me, crl_num_nodes(), &bh.first, &bh.count);
+    create_bodies(&bh, params->bodies);
+    create_root(&bh);
+    rgn_barrier();
+    struct app_time timed = {0, 0};
+    int first_timed = params->steps >= 3 ? 2 : 0;
+    for (int s = 0; s < params->steps; s++) {
+        struct app_time start = app_clock();
+        double energy = compute_forces(&bh);
+        advance(&bh);
+        if (s >= first_timed)
+            app_add_since(&timed, start);
+        if (result->energy)
+            result->energy[s] = energy;
+    }
+    int counted = params->steps - first_timed;
+    result->time = (struct app_time){timed.wall / counted, timed.cpu / counted};
+    double energy = compute_forces(&bh);
+    if (result->energy)
+        result->energy[params->steps] = energy;
+    if (result->state)
+        gather(&bh, params->bodies, result->state);
+    rgn_barrier();
+    release(&bh);
+}

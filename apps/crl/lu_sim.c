@@ -1,0 +1,259 @@
+/* Blocked LU without pivoting (thesis §6.2.1, after Rothberg, Singh and
+ * Gupta): the matrix is cut into bs x bs blocks, one region per block, and
+ * blocks are dealt to ranks in a 2-D scatter over a prow x pcol grid.  The
+ * owner of a block creates its region (so it is the block's home) and does
+ * every write to it; other ranks only read it.  Block (i,j) gets the
+ * updates A(i,j) -= A(i,k) A(k,j) for k < min(i,j), then is finished:
+ * factored if diagonal, else solved against diagonal block min(i,j).  That
+ * is the thesis's step k (factor the diagonal block, solve the perimeter,
+ * update the interior) reordered per rank: in its step k a rank first
+ * updates and finishes its blocks of row and column k+1, diagonal first,
+ * which every rank's next step waits for, then updates the rest.  The order
+ * of the operations on each block is unchanged, so the factors equal the
+ * sequential ones bit for bit.
+ *
+ * Each block's owner holds one write operation on it from its creation
+ * until the block is finished.  That write is also the synchronization: a
+ * read of a block waits, as CRL operations do, until the owner ends the
+ * write, so the ranks need no barrier (the thesis's version has two per
+ * step) and the steps pipeline.  A rank's step k waits only for blocks
+ * finished in the first part of step k-1 or, for the diagonal block k+1,
+ * of step k, which their owners reach without waiting on anything later:
+ * nothing deadlocks.
+ *
+ * Operations are coarser than the thesis's one per block update: a 10x10
+ * update is ~200 ns on a current core (the thesis had ~11,000 cycles of
+ * work per operation), so an operation or a map per update would cost as
+ * much as the work.  Besides the one write per block, each rank reads row
+ * and column k once per step, and every block is mapped at start and stays
+ * mapped. */
+#include "crl_app.h"
+#include "lu.h"
+
+struct lu {
+    int n, bs, nb;       /* matrix size, block size, blocks per row */
+    unsigned me;         /* my rank */
+    unsigned prow, pcol; /* the process grid */
+    rid_t *rids;         /* one per block, row-major by block */
+    double **blocks;     /* mapped blocks (NULL: not yet) */
+    const double **row, **column; /* read operations in progress: A(k,j), A(i,k) */
+    unsigned poll_ticks;
+};
+
+enum { POLL_EVERY_BLOCKS = 4 }; /* a 10x10 update is ~200 ns */
+
+static unsigned block_owner(const struct lu *lu, int bi, int bj)
+{
+    return (unsigned)bi % lu->prow * lu->pcol + (unsigned)bj % lu->pcol;
+}
+
+static int mine(const struct lu *lu, int bi, int bj)
+{
+    return block_owner(lu, bi, bj) == lu->me;
+}
+
+static double *block(struct lu *lu, int bi, int bj)
+{
+    size_t b = (size_t)bi * lu->nb + bj;
+    if (!lu->blocks[b])
+        lu->blocks[b] = rgn_map(lu->rids[b]);
+    return lu->blocks[b];
+}
+
+static const double *start_read(struct lu *lu, int bi, int bj)
+{
+    double *b = block(lu, bi, bj);
+    rgn_start_read(b);
+    return b;
+}
+
+/* In place: a = L U, L unit lower triangular, U upper. */
+static void factor_diagonal(double *a, int bs)
+{
+    for (int k = 0; k < bs; k++)
+        for (int i = k + 1; i < bs; i++) {
+            double l = a[i * bs + k] /= a[k * bs + k];
+            for (int j = k + 1; j < bs; j++)
+                a[i * bs + j] -= l * a[k * bs + j];
+        }
+}
+
+/* b = L^-1 b, L the unit lower triangle of the factored diagonal block. */
+static void solve_row_block(const double *diag, double *b, int bs)
+{
+    for (int k = 0; k < bs; k++)
+        for (int i = k + 1; i < bs; i++) {
+            double l = diag[i * bs + k];
+            for (int j = 0; j < bs; j++)
+                b[i * bs + j] -= l * b[k * bs + j];
+        }
+}
+
+/* b = b U^-1, U the upper triangle of the factored diagonal block. */
+static void solve_column_block(const double *diag, double *b, int bs)
+{
+    for (int i = 0; i < bs; i++)
+        for (int k = 0; k < bs; k++) {
+            double x = b[i * bs + k] /= diag[k * bs + k];
+            for (int j = k + 1; j < bs; j++)
+                b[i * bs + j] -= x * diag[k * bs + j];
+        }
+}
+
+/* c -= a b */
+static void multiply_subtract(double *c, const double *a, const double *b, int bs)
+{
+    for (int i = 0; i < bs; i++)
+        for (int k = 0; k < bs; k++) {
+            double x = a[i * bs + k];
+            for (int j = 0; j < bs; j++)
+                c[i * bs + j] -= x * b[k * bs + j];
+        }
+}
+
+/* My block (i,j) has had its updates with every k < min(i,j): factor it
+ * (diagonal) or solve it against the diagonal block, and end the write
+ * operation held on it since its creation. */
+static void finish(struct lu *lu, int i, int j)
+{
+    double *b = block(lu, i, j);
+    if (i == j) {
+        factor_diagonal(b, lu->bs);
+    } else {
+        int k = i < j ? i : j;
+        const double *diag = start_read(lu, k, k);
+        if (i < j)
+            solve_row_block(diag, b, lu->bs);
+        else
+            solve_column_block(diag, b, lu->bs);
+        rgn_end_read((void *)diag);
+    }
+    rgn_end_write(b);
+    app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
+}
+
+/* My block (i,j) -= A(i,k) A(k,j); reads A(i,k) and A(k,j) once per step. */
+static void update(struct lu *lu, int i, int j, int k)
+{
+    if (!lu->column[i])
+        lu->column[i] = start_read(lu, i, k);
+    if (!lu->row[j])
+        lu->row[j] = start_read(lu, k, j);
+    multiply_subtract(block(lu, i, j), lu->column[i], lu->row[j], lu->bs);
+    app_poll_every(&lu->poll_ticks, POLL_EVERY_BLOCKS);
+}
+
+static void end_reads(struct lu *lu)
+{
+    for (int b = 0; b < lu->nb; b++) {
+        if (lu->column[b])
+            rgn_end_read((void *)lu->column[b]);
+        if (lu->row[b])
+            rgn_end_read((void *)lu->row[b]);
+        lu->column[b] = lu->row[b] = NULL;
+    }
+}
+
+/* Step k (from -1: no update) updates my blocks of the trailing matrix
+ * with row and column k, and finishes those that become final: row and
+ * column k+1, diagonal first.  These go first, as the next step of every
+ * rank waits for them. */
+static void step(struct lu *lu, int k)
+{
+    int next = k + 1;
+    for (int j = next; j < lu->nb; j++)
+        if (mine(lu, next, j)) {
+            if (k >= 0)
+                update(lu, next, j, k);
+            finish(lu, next, j);
+        }
+    for (int i = next + 1; i < lu->nb; i++)
+        if (mine(lu, i, next)) {
+            if (k >= 0)
+                update(lu, i, next, k);
+            finish(lu, i, next);
+        }
+    if (k >= 0)
+        for (int i = next + 1; i < lu->nb; i++)
+            for (int j = next + 1; j < lu->nb; j++)
+                if (mine(lu, i, j))
+                    update(lu, i, j, k);
+    end_reads(lu);
+}
+
+/* The grid prow x pcol = nranks with prow the largest divisor <= sqrt. */
+static void choose_grid(struct lu *lu, unsigned nranks)
+{
+    lu->prow = 1;
+    for (unsigned p = 1; p * p <= nranks; p++)
+        if (nranks % p == 0)
+            lu->prow = p;
+    lu->pcol = nranks / lu->prow;
+}
+
+/* Creates and fills my blocks, starting the write operation each keeps
+ * until it is final, then shares every block's rid. */
+static void create_blocks(struct lu *lu)
+{
+    size_t nblocks = (size_t)lu->nb * lu->nb;
+    unsigned *owner = app_alloc(nblocks * sizeof *owner);
+    for (int bi = 0; bi < lu->nb; bi++)
+        for (int bj = 0; bj < lu->nb; bj++) {
+            size_t b = (size_t)bi * lu->nb + bj;
+            owner[b] = block_owner(lu, bi, bj);
+            if (owner[b] != lu->me)
+                continue;
+            lu->rids[b] = rgn_create((unsigned)(lu->bs * lu->bs * sizeof(double)));
+            double *a = block(lu, bi, bj);
+            rgn_start_write(a);
+            for (int i = 0; i < lu->bs; i++)
+                for (int j = 0; j < lu->bs; j++)
+                    a[i * lu->bs + j] = lu_input(lu->n, bi * lu->bs + i, bj * lu->bs + j);
+        }
+    app_share_rids(lu->rids, owner, nblocks);
+    for (int bi = 0; bi < lu->nb; bi++) /* map misses stay out of the timed part */
+        for (int bj = 0; bj < lu->nb; bj++)
+            block(lu, bi, bj);
+    free(owner);
+}
+
+static void gather(struct lu *lu, double *out)
+{
+    for (int bi = 0; bi < lu->nb; bi++)
+        for (int bj = 0; bj < lu->nb; bj++) {
+            const double *a = start_read(lu, bi, bj);
+            for (int i = 0; i < lu->bs; i++)
+                memcpy(out + (size_t)(bi * lu->bs + i) * lu->n + bj * lu->bs, a + i * lu->bs,
+                       lu->bs * sizeof *a);
+            rgn_end_read((void *)a);
+        }
+}
+
+struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
+{
+    struct lu lu = {.n = n, .bs = bs, .nb = n / bs, .me = crl_self_addr()};
+    size_t nblocks = (size_t)lu.nb * lu.nb;
+    lu.rids = app_alloc(nblocks * sizeof *lu.rids);
+    lu.blocks = app_alloc(nblocks * sizeof *lu.blocks);
+    lu.row = app_alloc((size_t)lu.nb * sizeof *lu.row);
+    lu.column = app_alloc((size_t)lu.nb * sizeof *lu.column);
+    choose_grid(&lu, crl_num_nodes());
+    create_blocks(&lu);
+    rgn_barrier();
+    struct app_time start = app_clock(), elapsed = {0, 0};
+    for (int k = -1; k < lu.nb - 1; k++)
+        step(&lu, k);
+    rgn_barrier();
+    app_add_since(&elapsed, start);
+    if (out)
+        gather(&lu, out);
+    rgn_barrier();
+    for (size_t b = 0; b < nblocks; b++)
+        if (lu.blocks[b])
+            rgn_unmap(lu.blocks[b]);
+    free(lu.rids);
+    free(lu.blocks);
+    free(lu.row);
+    free(lu.column);
+    return elapsed;
+}

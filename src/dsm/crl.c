@@ -1,0 +1,393 @@
+/* The region calls of shoal/crl.h (Table 3-1): argument checks, mapping
+ * through the region table, the unmapped region cache (§4.5), waits that
+ * keep the protocol running, and the counters of SHOAL_CRL_STATS. */
+#include "dsm/dsm.h"
+#include "shoal/crl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- misuse ---------------------------------------------------------------- */
+
+static void node_fail(struct dsm_node *node, const char *what)
+{
+    (void)node;
+    shoal_abort(1, "crl: %s", what);
+}
+
+static _Noreturn void misuse(const struct dsm_region *r, const char *what)
+{
+    char buf[512];
+    dsm_describe(&dsm.node, r, what, buf, sizeof buf);
+    shoal_abort(1, "crl: %s", buf);
+}
+
+static _Noreturn void bad_pointer(void *rgn, const struct dsm_region *r, const char *call)
+{
+    char what[160];
+    if (!rgn || r->magic != DSM_REGION_MAGIC) {
+        snprintf(what, sizeof what, "%s(%p): not a pointer returned by rgn_map", call, rgn);
+        misuse(NULL, what);
+    }
+    snprintf(what, sizeof what, "%s on a pointer whose region is no longer mapped here", call);
+    misuse(r, what);
+}
+
+/* The region behind a pointer from rgn_map, checked (one load, one test). */
+static inline struct dsm_region *region_arg(void *rgn, const char *call)
+{
+    if (UTIL_UNLIKELY(!rgn))
+        bad_pointer(rgn, NULL, call);
+    struct dsm_region *r = dsm_region_of(rgn);
+    if (UTIL_UNLIKELY(r->magic != DSM_REGION_MAGIC || r->map_cnt == 0))
+        bad_pointer(rgn, r, call);
+    return r;
+}
+
+static _Noreturn void bad_rid(rid_t rid, const char *call, const char *why)
+{
+    shoal_abort(1, "crl: rank %u: %s(%u:%u): %s", dsm.node.rank, call, DSM_RID_HOME(rid), DSM_RID_SEQ(rid), why);
+}
+
+/* ---- timing (SHOAL_CRL_STATS=1 only) ----------------------------------------- */
+
+static inline uint64_t time_begin(void)
+{
+    return UTIL_UNLIKELY(dsm.timing) ? util_now_ns() : 0;
+}
+
+static inline void time_end(uint64_t *acc, uint64_t t0)
+{
+    if (UTIL_UNLIKELY(dsm.timing))
+        *acc += util_now_ns() - t0;
+}
+
+/* ---- unmapped region cache -------------------------------------------------- */
+
+/* Drops a cached remote copy: the home learns of it (and gets dirty data) by the
+ * flush; later invalidations find nothing and are ignored (§A.8). */
+static void evict(struct dsm_region *r)
+{
+    dsm_flush(&dsm.node, r);
+    dsm_table_remove(&dsm.node, r);
+    dsm_region_free(r);
+    dsm.node.stats.urc_evictions++;
+}
+
+static void urc_remove(struct dsm_region *r)
+{
+    struct dsm_region *last = dsm.urc[--dsm.urc_count];
+    dsm.urc[r->urc_slot] = last;
+    last->urc_slot = r->urc_slot;
+    r->urc_slot = -1;
+}
+
+/* Inserts r, evicting round-robin when full (§4.5).  Occupied slots stay
+ * contiguous from 0, so removal is a move of the last entry. */
+static void urc_insert(struct dsm_region *r)
+{
+    if (dsm.urc_size == 0) {
+        evict(r);
+        return;
+    }
+    if (dsm.urc_count == dsm.urc_size) {
+        if (dsm.urc_scan >= dsm.urc_count)
+            dsm.urc_scan = 0;
+        struct dsm_region *victim = dsm.urc[dsm.urc_scan++];
+        urc_remove(victim);
+        evict(victim);
+    }
+    r->urc_slot = (int32_t)dsm.urc_count;
+    dsm.urc[dsm.urc_count++] = r;
+}
+
+/* ---- mapping -------------------------------------------------------------------- */
+
+static struct dsm_region *map_miss(rid_t rid)
+{
+    uint32_t home = DSM_RID_HOME(rid);
+    if (home == dsm.node.rank)
+        bad_rid(rid, "rgn_map", "no region with this sequence number was created here");
+    if (home >= dsm.node.nranks)
+        bad_rid(rid, "rgn_map", "its home rank is outside the job");
+    dsm_map_request(&dsm.node, rid);
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (!dsm.node.map_reply)
+        dsm_progress(&b);
+    struct dsm_region *r = dsm_map_complete(&dsm.node);
+    if (!r)
+        bad_rid(rid, "rgn_map", "its home has no such region");
+    dsm.node.stats.calls_miss[DSM_CALL_MAP]++;
+    return r;
+}
+
+void *rgn_map(rid_t rid)
+{
+    uint64_t t0 = time_begin();
+    dsm_check_init("rgn_map");
+    struct dsm_region *r = dsm_lookup(&dsm.node, rid);
+    if (UTIL_UNLIKELY(!r))
+        r = map_miss(rid);
+    else if (r->urc_slot >= 0)
+        urc_remove(r);
+    r->map_cnt++;
+    dsm_note_call(&dsm.node, r, DSM_CALL_MAP);
+    time_end(&dsm.ns_map, t0);
+    return r->data;
+}
+
+static int op_in_progress(unsigned state)
+{
+    switch (state) {
+    case DSM_HOME_EXCLUSIVE_RIP:
+    case DSM_HOME_EXCLUSIVE_WIP:
+    case DSM_HOME_SHARED_RIP:
+    case DSM_REMOTE_SHARED_RIP:
+    case DSM_REMOTE_MODIFIED_RIP:
+    case DSM_REMOTE_MODIFIED_WIP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void rgn_unmap(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    struct dsm_region *r = region_arg(rgn, "rgn_unmap");
+    dsm_note_call(&dsm.node, r, DSM_CALL_UNMAP);
+    if (--r->map_cnt == 0) {
+        if (op_in_progress(r->state))
+            misuse(r, "the last rgn_unmap of a region with an operation in progress on this rank");
+        if (!dsm_is_home_state(r->state)) /* home copies stay in the table for good (§4.4) */
+            urc_insert(r);
+        dsm_flush_outbox();
+    }
+    time_end(&dsm.ns_map, t0);
+}
+
+rid_t rgn_rid(void *rgn)
+{
+    return region_arg(rgn, "rgn_rid")->rid;
+}
+
+unsigned rgn_size(void *rgn)
+{
+    return region_arg(rgn, "rgn_size")->size;
+}
+
+/* ---- creation -------------------------------------------------------------------- */
+
+rid_t rgn_create(unsigned size)
+{
+    dsm_check_init("rgn_create");
+    return dsm_create(&dsm.node, size)->rid;
+}
+
+void rgn_delete(rid_t rid)
+{
+    dsm_check_init("rgn_delete");
+    uint32_t home = DSM_RID_HOME(rid);
+    if (home >= dsm.node.nranks)
+        bad_rid(rid, "rgn_delete", "its home rank is outside the job");
+    if (home == dsm.node.rank && !dsm_lookup(&dsm.node, rid))
+        bad_rid(rid, "rgn_delete", "no region with this sequence number was created here");
+    /* The region lives on until crl_exit (as in the thesis's prototype):
+     * other ranks may still hold copies, and reclaiming it safely needs a
+     * protocol of its own.  docs/CRL.md "rgn_delete". */
+}
+
+/* ---- operations ------------------------------------------------------------------- */
+
+/* Handlers run only when this rank polls, and hits send nothing: a home
+ * looping over its own regions would never serve the others' requests.
+ * So every DSM_POLL_EVERY-th start polls (a fraction of a ns per call). */
+#define DSM_POLL_EVERY 64u
+static inline void poll_now_and_then(void)
+{
+    if (UTIL_UNLIKELY(++dsm.starts_since_poll >= DSM_POLL_EVERY)) {
+        dsm.starts_since_poll = 0;
+        dsm_flush_outbox();
+        am_poll(0);
+    }
+}
+
+typedef enum dsm_start (*start_fn)(struct dsm_node *, struct dsm_region *);
+
+/* A start that could not complete at once: poll (serving everyone else's
+ * requests) until the grant or continuation arrives, or until a
+ * conflicting transaction at our home ends and the start can retry. */
+static void wait_started(struct dsm_region *r, enum dsm_start s, start_fn start)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (s == DSM_RETRY) {
+        dsm_progress(&b);
+        s = start(&dsm.node, r);
+    }
+    if (s == DSM_PENDING)
+        while (r->waiting)
+            dsm_progress(&b);
+}
+
+void rgn_start_read(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    struct dsm_region *r = region_arg(rgn, "rgn_start_read");
+    poll_now_and_then();
+    enum dsm_start s = dsm_start_read(&dsm.node, r);
+    if (UTIL_UNLIKELY(s != DSM_STARTED))
+        wait_started(r, s, dsm_start_read);
+    time_end(&dsm.ns_ops, t0);
+}
+
+void rgn_start_write(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    struct dsm_region *r = region_arg(rgn, "rgn_start_write");
+    poll_now_and_then();
+    enum dsm_start s = dsm_start_write(&dsm.node, r);
+    if (UTIL_UNLIKELY(s != DSM_STARTED))
+        wait_started(r, s, dsm_start_write);
+    time_end(&dsm.ns_ops, t0);
+}
+
+void rgn_end_read(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    dsm_end_read(&dsm.node, region_arg(rgn, "rgn_end_read"));
+    dsm_flush_outbox();
+    time_end(&dsm.ns_ops, t0);
+}
+
+void rgn_end_write(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    dsm_end_write(&dsm.node, region_arg(rgn, "rgn_end_write"));
+    dsm_flush_outbox();
+    time_end(&dsm.ns_ops, t0);
+}
+
+void rgn_flush(void *rgn)
+{
+    uint64_t t0 = time_begin();
+    dsm_flush(&dsm.node, region_arg(rgn, "rgn_flush"));
+    dsm_flush_outbox();
+    time_end(&dsm.ns_ops, t0);
+}
+
+/* ---- statistics (thesis Tables B-10..B-14) --------------------------------------- */
+
+static void print_stats(void)
+{
+    const struct dsm_stats *st = &dsm.node.stats;
+    static const enum dsm_call rows[] = {DSM_CALL_MAP,      DSM_CALL_UNMAP,       DSM_CALL_START_READ,
+                                         DSM_CALL_END_READ, DSM_CALL_START_WRITE, DSM_CALL_END_WRITE,
+                                         DSM_CALL_FLUSH};
+    char buf[6144];
+    size_t n = 0;
+#define OUT(...) (n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__))
+    OUT("crl stats, rank %u of %u\n  %-16s %12s %12s %12s %12s\n", dsm.node.rank, dsm.node.nranks, "call event",
+        "count", "(remote)", "(miss)", "(iip)");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        OUT("  %-16s %12llu %12llu %12llu %12llu\n", dsm_call_name(rows[i]), (unsigned long long)st->calls[rows[i]],
+            (unsigned long long)st->calls_remote[rows[i]], (unsigned long long)st->calls_miss[rows[i]],
+            (unsigned long long)st->calls_iip[rows[i]]);
+    OUT("  %-21s %12s %12s\n", "message", "sent", "received");
+    uint64_t sent = 0, received = 0;
+    for (unsigned t = 0; t < DSM_MSG_TYPE_COUNT; t++) {
+        OUT("  %-21s %12llu %12llu\n", dsm_msg_name(t), (unsigned long long)st->sent[t],
+            (unsigned long long)st->received[t]);
+        if (t < DSM_MSG_RGN_INFO_REQ) {
+            sent += st->sent[t];
+            received += st->received[t];
+        }
+    }
+    OUT("  %-21s %12llu %12llu\n", "total protocol msgs", (unsigned long long)sent, (unsigned long long)received);
+    uint64_t ops = st->calls[DSM_CALL_START_READ] + st->calls[DSM_CALL_START_WRITE];
+    uint64_t op_miss = st->calls_miss[DSM_CALL_START_READ] + st->calls_miss[DSM_CALL_START_WRITE];
+    uint64_t maps = st->calls[DSM_CALL_MAP], map_miss = st->calls_miss[DSM_CALL_MAP];
+    OUT("  map count %llu, map miss rate %.1f %%, operation count %llu, operation miss rate %.1f %%, "
+        "msg count %llu (Table 6-6)\n",
+        (unsigned long long)maps, maps ? 100.0 * (double)map_miss / (double)maps : 0.0, (unsigned long long)ops,
+        ops ? 100.0 * (double)op_miss / (double)ops : 0.0,
+        (unsigned long long)(sent + received + st->sent[DSM_MSG_RGN_INFO_REQ] + st->received[DSM_MSG_RGN_INFO_REQ] +
+                             st->sent[DSM_MSG_RGN_INFO_ACK] + st->received[DSM_MSG_RGN_INFO_ACK]));
+    OUT("  queued %llu, stale dropped %llu, early invalidations %llu, URC evictions %llu\n",
+        (unsigned long long)st->queued, (unsigned long long)st->stale, (unsigned long long)st->early_inv,
+        (unsigned long long)st->urc_evictions);
+    double total = (double)(util_now_ns() - dsm.t_start) * 1e-6;
+    double t_ops = (double)dsm.ns_ops * 1e-6, t_map = (double)dsm.ns_map * 1e-6;
+    OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", t_ops, t_map, total - t_ops - t_map,
+        total);
+#undef OUT
+    fputs(buf, stdout);
+    fflush(stdout);
+}
+
+/* ---- init and exit ------------------------------------------------------------------ */
+
+void crl_init(void)
+{
+    if (dsm.initialized)
+        shoal_abort(1, "crl: crl_init called twice");
+    int started = 0;
+    if (shoal_rank() < 0) {
+        int rc = shoal_init(NULL, NULL);
+        if (rc != SHOAL_OK) {
+            fprintf(stderr, "crl: shoal_init failed: %s\n", shoal_strerror(rc));
+            exit(1);
+        }
+        started = 1;
+    }
+    memset(&dsm, 0, sizeof dsm);
+    dsm.started_shoal = started;
+    if (dsm_node_init(&dsm.node, (uint32_t)shoal_rank(), (uint32_t)shoal_size(), dsm_wire_send_msg, node_fail,
+                      NULL))
+        shoal_abort(1, "crl: out of memory for the region table");
+    dsm.urc_size = (uint32_t)util_config_int(CFG_CRL_URC_SIZE);
+    dsm.urc = calloc(dsm.urc_size ? dsm.urc_size : 1, sizeof *dsm.urc);
+    if (!dsm.urc)
+        shoal_abort(1, "crl: out of memory for the unmapped region cache");
+    dsm.timing = util_config_int(CFG_CRL_STATS) == 1;
+    dsm_wire_init();
+    dsm.initialized = 1;
+    /* no rank sends a dsm message before every rank has its handlers */
+    int rc = shoal_barrier();
+    if (rc != SHOAL_OK)
+        shoal_abort(1, "crl: crl_init's barrier failed: %s", shoal_strerror(rc));
+    dsm.t_start = util_now_ns();
+}
+
+void crl_exit(void)
+{
+    dsm_check_init("crl_exit");
+    dsm_barrier(); /* no rank is in an operation any more */
+    if (dsm.timing)
+        for (uint32_t r = 0; r < dsm.node.nranks; r++) { /* in rank order */
+            if (r == dsm.node.rank)
+                print_stats();
+            dsm_barrier();
+        }
+    dsm.closed = 1;
+    dsm_coll_fini();
+    dsm_wire_fini();
+    dsm_node_fini(&dsm.node);
+    free(dsm.urc);
+    dsm.urc = NULL;
+    dsm.initialized = 0;
+    if (dsm.started_shoal)
+        shoal_finalize();
+}
+
+unsigned crl_self_addr(void)
+{
+    return dsm.node.rank;
+}
+
+unsigned crl_num_nodes(void)
+{
+    return dsm.node.nranks;
+}

@@ -1,0 +1,246 @@
+/* dsm protocol engine: CRL's fixed-home, directory-based invalidate protocol
+ * (thesis Appendix A, Tables A-6..A-21, with the version numbers of §A.11)
+ * over plain structs.  The engine never touches the network: it is fed
+ * "user call" and "message arrived" events and hands every message it sends
+ * to node->send.  src/dsm/crl.c wires it to active messages; the tests wire
+ * it to a simulated network that reorders at will.  docs/CRL.md describes
+ * the states, messages and every decision taken where the thesis is silent. */
+#ifndef SHOAL_DSM_PROTO_H
+#define SHOAL_DSM_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t dsm_rid_t;
+
+#define DSM_RID(home, seq) (((dsm_rid_t)(home) << 32) | (uint32_t)(seq))
+#define DSM_RID_HOME(rid) ((uint32_t)((rid) >> 32))
+#define DSM_RID_SEQ(rid) ((uint32_t)(rid))
+
+enum dsm_state {
+    /* home side (Table A-1) */
+    DSM_HOME_EXCLUSIVE,
+    DSM_HOME_EXCLUSIVE_RIP,
+    DSM_HOME_EXCLUSIVE_WIP,
+    DSM_HOME_SHARED,
+    DSM_HOME_SHARED_RIP,
+    DSM_HOME_IIP,
+    DSM_HOME_IIP_SPECIAL,
+    DSM_HOME_INVALID,
+    /* remote side (Table A-2) */
+    DSM_REMOTE_INVALID,
+    DSM_REMOTE_INVALID_REQ,
+    DSM_REMOTE_SHARED,
+    DSM_REMOTE_SHARED_REQ,
+    DSM_REMOTE_SHARED_RIP,
+    DSM_REMOTE_MODIFIED,
+    DSM_REMOTE_MODIFIED_RIP,
+    DSM_REMOTE_MODIFIED_WIP,
+    DSM_STATE_COUNT
+};
+
+enum dsm_msg_type {
+    /* home -> remote (Table A-4) */
+    DSM_MSG_RINVALIDATE,
+    DSM_MSG_WINVALIDATE,
+    DSM_MSG_SHARED_ACK_DATA,
+    DSM_MSG_EXCLUSIVE_ACK_DATA,
+    DSM_MSG_MODIFY_ACK,
+    DSM_MSG_MODIFY_ACK_DATA,
+    /* remote -> home (Table A-5) */
+    DSM_MSG_INVALIDATE_ACK,
+    DSM_MSG_INVALIDATE_ACK_DATA,
+    DSM_MSG_RELEASE,
+    DSM_MSG_SHARED_REQ,
+    DSM_MSG_EXCLUSIVE_REQ,
+    DSM_MSG_MODIFY_REQ,
+    DSM_MSG_FLUSH,
+    DSM_MSG_FLUSH_DATA,
+    /* mapping (§4.4): not among the 14 protocol messages */
+    DSM_MSG_RGN_INFO_REQ,
+    DSM_MSG_RGN_INFO_ACK,
+    DSM_MSG_RGN_INFO_NACK, /* no such region at its home */
+    DSM_MSG_TYPE_COUNT
+};
+
+enum dsm_call {
+    DSM_CALL_NONE,
+    DSM_CALL_MAP,
+    DSM_CALL_UNMAP,
+    DSM_CALL_START_READ,
+    DSM_CALL_END_READ,
+    DSM_CALL_START_WRITE,
+    DSM_CALL_END_WRITE,
+    DSM_CALL_FLUSH,
+    DSM_CALL_COUNT
+};
+
+/* What a start call tells its caller (the glue polls in between). */
+enum dsm_start {
+    DSM_STARTED, /* the operation is in progress */
+    DSM_PENDING, /* a request or invalidation is out: poll until region->waiting is 0 */
+    DSM_RETRY    /* another transaction holds the home (Iip): poll, then call again */
+};
+
+/* Second phase of a two-phase home action (§A.4), run when the last
+ * invalidation is acknowledged.  An enum, not a function pointer. */
+enum dsm_cont {
+    DSM_CONT_NONE,
+    DSM_CONT_START_READ,        /* HomeInvalid CallStartRead */
+    DSM_CONT_START_WRITE,       /* HomeShared / HomeInvalid CallStartWrite */
+    DSM_CONT_SHARED_REQ,        /* HomeInvalid MsgSharedReq */
+    DSM_CONT_EXCLUSIVE_REQ,     /* HomeShared / HomeInvalid MsgExclusiveReq */
+    DSM_CONT_MODIFY_REQ_SHARED, /* HomeShared MsgModifyReq */
+    DSM_CONT_MODIFY_REQ_INVALID /* HomeInvalid MsgModifyReq */
+};
+
+/* One message as the engine sees it.  data/len: region data, for the
+ * data-carrying types; for RGN_INFO_ACK, aux is the region size. */
+struct dsm_msg {
+    enum dsm_msg_type type;
+    uint32_t src, dst;
+    dsm_rid_t rid;
+    uint32_t version;
+    uint32_t aux;
+    const void *data;
+    uint32_t len;
+};
+
+/* A directory entry (§4.3.2): at most one per remote node (§A.11). */
+struct dsm_ptr {
+    uint32_t node;
+    uint32_t version; /* of the copy granted to that node */
+};
+
+/* A request the home could not serve yet (§A.9). */
+struct dsm_queued {
+    struct dsm_queued *next;
+    enum dsm_msg_type type;
+    uint32_t src;
+};
+
+#define DSM_REGION_MAGIC 0x43524c52u /* "CRLR": tells a region from a stray pointer */
+
+/* Metadata header, immediately before the region's data (§4.3.4).  The hit
+ * paths touch only the first line. */
+struct dsm_region {
+    uint32_t magic;
+    uint8_t state;    /* enum dsm_state */
+    uint8_t rcvd_inv; /* remote: an invalidation waits for the operation's end */
+    uint8_t waiting;  /* a start call waits for a grant or a continuation */
+    uint8_t cont;     /* enum dsm_cont */
+    uint32_t read_cnt;
+    uint32_t map_cnt;
+    dsm_rid_t rid;
+    uint32_t size;
+    uint32_t version; /* home: next version to grant; remote: version of this copy */
+    uint32_t calls;   /* the last four calls on this region, newest in the low byte */
+    int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
+    uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
+    struct dsm_region *hash_next;
+    /* home only */
+    uint32_t cont_node; /* requester the continuation serves */
+    uint32_t num_acks;  /* invalidations not yet acknowledged */
+    uint32_t ndir, dir_cap;
+    struct dsm_ptr *dir;
+    struct dsm_queued *queue_head, *queue_tail;
+    _Alignas(16) unsigned char data[];
+};
+
+static inline struct dsm_region *dsm_region_of(void *data)
+{
+    return (struct dsm_region *)((unsigned char *)data - offsetof(struct dsm_region, data));
+}
+
+static inline int dsm_is_home_state(unsigned s)
+{
+    return s <= DSM_HOME_INVALID;
+}
+
+/* Per-node counters (thesis Tables 6-6, B-10..B-13). */
+struct dsm_stats {
+    uint64_t calls[DSM_CALL_COUNT];       /* every call */
+    uint64_t calls_remote[DSM_CALL_COUNT]; /* on regions homed elsewhere */
+    uint64_t calls_miss[DSM_CALL_COUNT];  /* that needed communication */
+    uint64_t calls_iip[DSM_CALL_COUNT];   /* starts that met a home in an Iip state */
+    uint64_t sent[DSM_MSG_TYPE_COUNT];
+    uint64_t received[DSM_MSG_TYPE_COUNT];
+    uint64_t queued;       /* requests put on a home's blocked queue */
+    uint64_t stale;        /* late messages dropped by their version (§A.11) */
+    uint64_t early_inv;    /* invalidations that overtook their grant */
+    uint64_t urc_evictions;
+};
+
+struct dsm_node;
+typedef void (*dsm_send_fn)(struct dsm_node *node, const struct dsm_msg *msg);
+/* Misuse or protocol error: must not return. */
+typedef void (*dsm_fail_fn)(struct dsm_node *node, const char *what);
+
+#define DSM_TABLE_BUCKETS 8192u /* §4.4 */
+
+struct dsm_node {
+    uint32_t rank, nranks;
+    uint32_t next_seq; /* sequence number of the next region created here */
+    dsm_send_fn send;
+    dsm_fail_fn fail;
+    void *ctx; /* the glue's or the simulator's */
+    struct dsm_region **buckets;
+    struct dsm_stats stats;
+    /* the map miss in progress: its RgnInfo reply lands here */
+    dsm_rid_t map_rid;
+    int map_reply; /* 0 none yet, 1 RgnInfoAck, -1 RgnInfoNack */
+    uint32_t map_size, map_version;
+};
+
+#define DSM_NO_RID UINT64_MAX
+
+/* Records a user call in the counters and the region's call history. */
+static inline void dsm_note_call(struct dsm_node *node, struct dsm_region *r, enum dsm_call c)
+{
+    r->calls = (r->calls << 8) | c;
+    node->stats.calls[c]++;
+    if (!dsm_is_home_state(r->state))
+        node->stats.calls_remote[c]++;
+}
+
+/* Node set-up and tear-down (frees every region still in the table). */
+int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send,
+                  dsm_fail_fn fail, void *ctx);
+void dsm_node_fini(struct dsm_node *node);
+
+/* Region table (hash on rid, chained). */
+struct dsm_region *dsm_lookup(const struct dsm_node *node, dsm_rid_t rid);
+void dsm_table_insert(struct dsm_node *node, struct dsm_region *r);
+void dsm_table_remove(struct dsm_node *node, struct dsm_region *r);
+
+/* A new home region (HomeExclusive, zeroed data), in the table. */
+struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size);
+/* A new remote copy (RemoteInvalid) from a RgnInfoAck, in the table. */
+struct dsm_region *dsm_remote_copy(struct dsm_node *node, dsm_rid_t rid, uint32_t size, uint32_t version);
+/* A map miss: asks rid's home for the region (MsgRgnInfoReq); the reply
+ * sets node->map_reply.  Then dsm_map_complete makes the copy, or returns
+ * NULL when the home has no such region. */
+void dsm_map_request(struct dsm_node *node, dsm_rid_t rid);
+struct dsm_region *dsm_map_complete(struct dsm_node *node);
+/* Frees a region (removed from the table first by the caller). */
+void dsm_region_free(struct dsm_region *r);
+
+/* User calls (Table A-3).  Misuse calls node->fail. */
+enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r);
+enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r);
+void dsm_end_read(struct dsm_node *node, struct dsm_region *r);
+void dsm_end_write(struct dsm_node *node, struct dsm_region *r);
+void dsm_flush(struct dsm_node *node, struct dsm_region *r);
+
+/* A message arrived for this node (any of the types above). */
+void dsm_deliver(struct dsm_node *node, const struct dsm_msg *msg);
+
+/* Names for messages and diagnostics. */
+const char *dsm_state_name(unsigned s);
+const char *dsm_msg_name(unsigned t);
+const char *dsm_call_name(unsigned c);
+/* "rank R: region H:S (state X, last calls a, b, c): what" into buf. */
+void dsm_describe(const struct dsm_node *node, const struct dsm_region *r, const char *what, char *buf,
+                  size_t cap);
+
+#endif

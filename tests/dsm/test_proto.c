@@ -1,0 +1,771 @@
+/* The dsm protocol engine on a simulated network (sim.h).
+ *   transitions  every row of Tables A-6..A-21 from a hand-built state
+ *   reorder      the four reorderings of §A.11 and the flush/invalidation
+ *                crossing of §A.8, forced
+ *   explore_*    bounded exhaustive exploration of every interleaving of
+ *                small scripts (states pruned by hash), checking single
+ *                writer, readers see the last write, no lost invalidation,
+ *                no deadlock
+ *   random       random schedules of longer scripts on 4 nodes
+ * Usage: test_proto <test> */
+#include "sim.h"
+#include "../common/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- transitions: every row of Tables A-6..A-21 ------------------------- */
+
+enum { EV_START_READ = 100, EV_END_READ, EV_START_WRITE, EV_END_WRITE, EV_FLUSH };
+enum { CHK_CNT = 1, CHK_RINV = 2, CHK_QUEUED = 4, CHK_DIR = 8, CHK_DATA = 16 };
+
+/* One row: a region at node 0 (home states) or node 1 (remote states)
+ * built directly in `from`, one event, and what must follow.  dir is a
+ * bit set of directory entries (node 1 at version 1, node 2 at version 2);
+ * request continuations serve node 2. */
+struct row {
+    const char *table;
+    enum dsm_state from;
+    unsigned cnt, dir, acks, rinv, released;
+    enum dsm_cont cont;
+    int ev;
+    unsigned src, version;
+    enum dsm_state to;
+    enum dsm_start ret;
+    const char *sent; /* "MsgType>dst,..." in send order */
+    unsigned check, cnt_after, rinv_after, dir_after;
+};
+
+#define HE DSM_HOME_EXCLUSIVE
+#define HER DSM_HOME_EXCLUSIVE_RIP
+#define HEW DSM_HOME_EXCLUSIVE_WIP
+#define HS DSM_HOME_SHARED
+#define HSR DSM_HOME_SHARED_RIP
+#define HIIP DSM_HOME_IIP
+#define HIIPS DSM_HOME_IIP_SPECIAL
+#define HI DSM_HOME_INVALID
+#define RI DSM_REMOTE_INVALID
+#define RIQ DSM_REMOTE_INVALID_REQ
+#define RS DSM_REMOTE_SHARED
+#define RSQ DSM_REMOTE_SHARED_REQ
+#define RSR DSM_REMOTE_SHARED_RIP
+#define RM DSM_REMOTE_MODIFIED
+#define RMR DSM_REMOTE_MODIFIED_RIP
+#define RMW DSM_REMOTE_MODIFIED_WIP
+#define M(t) DSM_MSG_##t
+#define QUEUED .check = CHK_QUEUED
+
+static const struct row rows[] = {
+    /* A-6 HomeExclusive */
+    {"A-6", HE, .ev = EV_START_READ, .to = HER, .sent = "", .check = CHK_CNT, .cnt_after = 1},
+    {"A-6", HE, .ev = EV_START_WRITE, .to = HEW, .sent = ""},
+    {"A-6", HE, .ev = EV_FLUSH, .to = HE, .sent = ""},
+    {"A-6", HE, .ev = M(SHARED_REQ), .src = 1, .to = HS, .sent = "MsgSharedAckData>1", .check = CHK_DIR, .dir_after = 2},
+    {"A-6", HE, .ev = M(EXCLUSIVE_REQ), .src = 1, .to = HI, .sent = "MsgExclusiveAckData>1", .check = CHK_DIR, .dir_after = 2},
+    {"A-6", HE, .ev = M(MODIFY_REQ), .src = 1, .to = HI, .sent = "MsgExclusiveAckData>1"},
+    {"A-6", HE, .ev = M(RELEASE), .src = 1, .version = 1, .to = HE, .sent = ""},
+    /* A-7 HomeExclusiveRip */
+    {"A-7", HER, .cnt = 1, .ev = EV_START_READ, .to = HER, .sent = "", .check = CHK_CNT, .cnt_after = 2},
+    {"A-7", HER, .cnt = 2, .ev = EV_END_READ, .to = HER, .sent = "", .check = CHK_CNT, .cnt_after = 1},
+    {"A-7", HER, .cnt = 1, .ev = EV_END_READ, .to = HE, .sent = ""},
+    {"A-7", HER, .cnt = 1, .ev = EV_FLUSH, .to = HER, .sent = ""},
+    {"A-7", HER, .cnt = 1, .ev = M(SHARED_REQ), .src = 1, .to = HSR, .sent = "MsgSharedAckData>1"},
+    {"A-7", HER, .cnt = 1, .ev = M(EXCLUSIVE_REQ), .src = 1, .to = HER, .sent = "", QUEUED},
+    {"A-7", HER, .cnt = 1, .ev = M(MODIFY_REQ), .src = 1, .to = HER, .sent = "", QUEUED},
+    {"A-7", HER, .cnt = 1, .ev = M(RELEASE), .src = 1, .version = 1, .to = HER, .sent = ""},
+    /* A-8 HomeExclusiveWip */
+    {"A-8", HEW, .ev = EV_END_WRITE, .to = HE, .sent = ""},
+    {"A-8", HEW, .ev = EV_FLUSH, .to = HEW, .sent = ""},
+    {"A-8", HEW, .ev = M(SHARED_REQ), .src = 1, .to = HEW, .sent = "", QUEUED},
+    {"A-8", HEW, .ev = M(EXCLUSIVE_REQ), .src = 1, .to = HEW, .sent = "", QUEUED},
+    {"A-8", HEW, .ev = M(MODIFY_REQ), .src = 1, .to = HEW, .sent = "", QUEUED},
+    {"A-8", HEW, .ev = M(RELEASE), .src = 1, .version = 1, .to = HEW, .sent = ""},
+    /* A-9 HomeShared */
+    {"A-9", HS, .dir = 2, .ev = EV_START_READ, .to = HSR, .sent = ""},
+    {"A-9", HS, .dir = 6, .ev = EV_START_WRITE, .to = HIIP, .ret = DSM_PENDING, .sent = "MsgWInvalidate>1,MsgWInvalidate>2"},
+    {"A-9", HS, .dir = 2, .ev = EV_FLUSH, .to = HS, .sent = ""},
+    {"A-9", HS, .dir = 2, .ev = M(SHARED_REQ), .src = 2, .to = HS, .sent = "MsgSharedAckData>2", .check = CHK_DIR, .dir_after = 6},
+    {"A-9", HS, .dir = 2, .ev = M(EXCLUSIVE_REQ), .src = 2, .to = HIIP, .sent = "MsgWInvalidate>1"},
+    {"A-9", HS, .dir = 2, .ev = M(MODIFY_REQ), .src = 1, .to = HI, .sent = "MsgModifyAck>1"},
+    {"A-9", HS, .dir = 6, .ev = M(MODIFY_REQ), .src = 2, .to = HIIP, .sent = "MsgWInvalidate>1"},
+    {"A-9", HS, .dir = 2, .ev = M(MODIFY_REQ), .src = 2, .to = HIIP, .sent = "MsgWInvalidate>1"}, /* D2 */
+    {"A-9", HS, .dir = 2, .ev = M(FLUSH), .src = 1, .version = 1, .to = HE, .sent = "", .check = CHK_DIR, .dir_after = 0},
+    {"A-9", HS, .dir = 6, .ev = M(FLUSH), .src = 1, .version = 1, .to = HS, .sent = "", .check = CHK_DIR, .dir_after = 4},
+    {"A-9", HS, .dir = 2, .ev = M(RELEASE), .src = 1, .version = 1, .to = HS, .sent = ""},
+    /* A-9 continuations, reached through HomeIip's last acknowledgement */
+    {"A-9c", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_START_WRITE, .ev = M(INVALIDATE_ACK), .src = 1, .version = 1, .to = HEW, .sent = "", .check = CHK_DIR, .dir_after = 0},
+    {"A-9c", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(INVALIDATE_ACK), .src = 1, .version = 1, .to = HI, .sent = "MsgExclusiveAckData>2", .check = CHK_DIR, .dir_after = 4},
+    {"A-9c", HIIP, .dir = 6, .acks = 1, .cont = DSM_CONT_MODIFY_REQ_SHARED, .ev = M(INVALIDATE_ACK), .src = 1, .version = 1, .to = HI, .sent = "MsgModifyAck>2", .check = CHK_DIR, .dir_after = 4},
+    {"A-9c", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_MODIFY_REQ_SHARED, .ev = M(INVALIDATE_ACK), .src = 1, .version = 1, .to = HI, .sent = "MsgModifyAckData>2"},
+    /* A-10 HomeSharedRip */
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = EV_START_READ, .to = HSR, .sent = "", .check = CHK_CNT, .cnt_after = 2},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = EV_END_READ, .to = HS, .sent = ""},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = EV_FLUSH, .to = HSR, .sent = ""},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = M(SHARED_REQ), .src = 2, .to = HSR, .sent = "MsgSharedAckData>2"},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = M(FLUSH), .src = 1, .version = 1, .to = HER, .sent = ""},
+    {"A-10", HSR, .cnt = 1, .dir = 6, .ev = M(FLUSH), .src = 1, .version = 1, .to = HSR, .sent = ""},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = M(EXCLUSIVE_REQ), .src = 2, .to = HSR, .sent = "", QUEUED},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = M(MODIFY_REQ), .src = 1, .to = HSR, .sent = "", QUEUED},
+    {"A-10", HSR, .cnt = 1, .dir = 2, .ev = M(RELEASE), .src = 1, .version = 1, .to = HSR, .sent = ""},
+    /* A-11 HomeIip */
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = EV_START_READ, .to = HIIP, .ret = DSM_RETRY, .sent = ""},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = EV_START_WRITE, .to = HIIP, .ret = DSM_RETRY, .sent = ""},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = EV_FLUSH, .to = HIIP, .sent = ""},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(INVALIDATE_ACK_DATA), .src = 1, .version = 1, .to = HI, .sent = "MsgExclusiveAckData>2", .check = CHK_DATA},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(FLUSH), .src = 1, .version = 1, .to = HI, .sent = "MsgExclusiveAckData>2"},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(FLUSH_DATA), .src = 1, .version = 1, .to = HI, .sent = "MsgExclusiveAckData>2", .check = CHK_DATA},
+    {"A-11", HIIP, .dir = 6, .acks = 2, .cont = DSM_CONT_START_WRITE, .ev = M(INVALIDATE_ACK), .src = 1, .version = 1, .to = HIIP, .sent = "", .check = CHK_DIR, .dir_after = 4},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(SHARED_REQ), .src = 2, .to = HIIP, .sent = "", QUEUED},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(EXCLUSIVE_REQ), .src = 2, .to = HIIP, .sent = "", QUEUED},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(MODIFY_REQ), .src = 2, .to = HIIP, .sent = "", QUEUED},
+    {"A-11", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_EXCLUSIVE_REQ, .ev = M(RELEASE), .src = 1, .version = 1, .to = HIIP, .sent = ""},
+    /* A-12 HomeIipSpecial */
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = EV_START_READ, .to = HIIPS, .ret = DSM_RETRY, .sent = ""},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = EV_START_WRITE, .to = HIIPS, .ret = DSM_RETRY, .sent = ""},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = EV_FLUSH, .to = HIIPS, .sent = ""},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(INVALIDATE_ACK_DATA), .src = 1, .version = 1, .to = HS, .sent = "MsgSharedAckData>2", .check = CHK_DIR | CHK_DATA, .dir_after = 4},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(FLUSH_DATA), .src = 1, .version = 1, .to = HS, .sent = "MsgSharedAckData>2", .check = CHK_DIR | CHK_DATA, .dir_after = 4},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(RELEASE), .src = 1, .version = 1, .to = HS, .sent = "MsgSharedAckData>2", .check = CHK_DIR | CHK_DATA, .dir_after = 6},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(RELEASE), .src = 1, .version = 0, .to = HIIPS, .sent = ""}, /* §A.11 */
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(EXCLUSIVE_REQ), .src = 2, .to = HIIPS, .sent = "", QUEUED},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(SHARED_REQ), .src = 2, .to = HIIPS, .sent = "", QUEUED},
+    {"A-12", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_SHARED_REQ, .ev = M(MODIFY_REQ), .src = 2, .to = HIIPS, .sent = "", QUEUED},
+    /* A-13 HomeInvalid and its continuations */
+    {"A-13", HI, .dir = 2, .ev = EV_START_READ, .to = HIIPS, .ret = DSM_PENDING, .sent = "MsgRInvalidate>1"},
+    {"A-13c", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_START_READ, .ev = M(RELEASE), .src = 1, .version = 1, .to = HSR, .sent = "", .check = CHK_CNT | CHK_DATA, .cnt_after = 1},
+    {"A-13c", HIIPS, .dir = 2, .acks = 1, .cont = DSM_CONT_START_READ, .ev = M(INVALIDATE_ACK_DATA), .src = 1, .version = 1, .to = HER, .sent = "", .check = CHK_CNT | CHK_DATA, .cnt_after = 1},
+    {"A-13", HI, .dir = 2, .ev = EV_START_WRITE, .to = HIIP, .ret = DSM_PENDING, .sent = "MsgWInvalidate>1"},
+    {"A-13", HI, .dir = 2, .ev = EV_FLUSH, .to = HI, .sent = ""},
+    {"A-13", HI, .dir = 2, .ev = M(SHARED_REQ), .src = 2, .to = HIIPS, .sent = "MsgRInvalidate>1"},
+    {"A-13", HI, .dir = 2, .ev = M(EXCLUSIVE_REQ), .src = 2, .to = HIIP, .sent = "MsgWInvalidate>1"},
+    {"A-13", HI, .dir = 2, .ev = M(MODIFY_REQ), .src = 2, .to = HIIP, .sent = "MsgWInvalidate>1"},
+    {"A-13c", HIIP, .dir = 2, .acks = 1, .cont = DSM_CONT_MODIFY_REQ_INVALID, .ev = M(INVALIDATE_ACK_DATA), .src = 1, .version = 1, .to = HI, .sent = "MsgModifyAckData>2", .check = CHK_DATA},
+    {"A-13", HI, .dir = 2, .ev = M(FLUSH), .src = 1, .version = 1, .to = HE, .sent = ""},
+    {"A-13", HI, .dir = 2, .ev = M(FLUSH_DATA), .src = 1, .version = 1, .to = HE, .sent = "", .check = CHK_DATA},
+    {"A-13", HI, .dir = 2, .ev = M(RELEASE), .src = 1, .version = 1, .to = HI, .sent = ""},
+    /* A-14 RemoteInvalid */
+    {"A-14", RI, .ev = EV_START_READ, .to = RIQ, .ret = DSM_PENDING, .sent = "MsgSharedReq>0"},
+    {"A-14", RI, .ev = EV_START_WRITE, .to = RIQ, .ret = DSM_PENDING, .sent = "MsgExclusiveReq>0"},
+    {"A-14", RI, .ev = EV_FLUSH, .to = RI, .sent = ""},
+    {"A-14", RI, .ev = M(RINVALIDATE), .version = 1, .to = RI, .sent = ""},
+    {"A-14", RI, .ev = M(WINVALIDATE), .version = 1, .to = RI, .sent = ""},
+    /* A-15 RemoteInvalidReq */
+    {"A-15", RIQ, .ev = M(SHARED_ACK_DATA), .version = 2, .to = RSR, .sent = "", .check = CHK_CNT | CHK_DATA, .cnt_after = 1},
+    {"A-15", RIQ, .ev = M(EXCLUSIVE_ACK_DATA), .version = 2, .to = RMW, .sent = "", .check = CHK_DATA},
+    {"A-15", RIQ, .ev = M(MODIFY_ACK_DATA), .version = 2, .to = RMW, .sent = "", .check = CHK_DATA},
+    {"A-15", RIQ, .ev = M(RINVALIDATE), .version = 1, .to = RIQ, .sent = "", .check = CHK_RINV, .rinv_after = 0},
+    {"A-15", RIQ, .ev = M(WINVALIDATE), .version = 1, .to = RIQ, .sent = "", .check = CHK_RINV, .rinv_after = 0},
+    {"A-15", RIQ, .ev = M(WINVALIDATE), .version = 2, .to = RIQ, .sent = "", .check = CHK_RINV, .rinv_after = 1}, /* early */
+    {"A-15", RIQ, .rinv = 1, .ev = M(EXCLUSIVE_ACK_DATA), .version = 2, .to = RMW, .sent = "", .check = CHK_RINV | CHK_DATA, .rinv_after = 1},
+    /* A-16 RemoteShared */
+    {"A-16", RS, .ev = EV_START_READ, .to = RSR, .sent = "", .check = CHK_CNT, .cnt_after = 1},
+    {"A-16", RS, .ev = EV_START_WRITE, .to = RSQ, .ret = DSM_PENDING, .sent = "MsgModifyReq>0"},
+    {"A-16", RS, .ev = EV_FLUSH, .to = RI, .sent = "MsgFlush>0"},
+    {"A-16", RS, .released = 1, .ev = EV_FLUSH, .to = RI, .sent = "MsgFlushData>0"}, /* D7 */
+    {"A-16", RS, .ev = M(WINVALIDATE), .version = 1, .to = RI, .sent = "MsgInvalidateAck>0"},
+    {"A-16", RS, .ev = M(WINVALIDATE), .version = 0, .to = RS, .sent = ""}, /* late */
+    /* A-17 RemoteSharedReq */
+    {"A-17", RSQ, .ev = M(WINVALIDATE), .version = 1, .to = RIQ, .sent = "MsgInvalidateAck>0"},
+    {"A-17", RSQ, .ev = M(RINVALIDATE), .version = 1, .to = RIQ, .sent = "MsgInvalidateAck>0"},
+    {"A-17", RSQ, .ev = M(MODIFY_ACK), .version = 2, .to = RMW, .sent = ""},
+    {"A-17", RSQ, .ev = M(MODIFY_ACK_DATA), .version = 2, .to = RMW, .sent = "", .check = CHK_DATA},
+    {"A-17", RSQ, .ev = M(WINVALIDATE), .version = 2, .to = RSQ, .sent = "", .check = CHK_RINV, .rinv_after = 1}, /* early */
+    /* A-18 RemoteSharedRip */
+    {"A-18", RSR, .cnt = 1, .ev = EV_START_READ, .to = RSR, .sent = "", .check = CHK_CNT, .cnt_after = 2},
+    {"A-18", RSR, .cnt = 2, .ev = EV_END_READ, .to = RSR, .sent = "", .check = CHK_CNT, .cnt_after = 1},
+    {"A-18", RSR, .cnt = 1, .ev = EV_END_READ, .to = RS, .sent = ""},
+    {"A-18", RSR, .cnt = 1, .rinv = 1, .ev = EV_END_READ, .to = RI, .sent = "MsgInvalidateAck>0", .check = CHK_RINV, .rinv_after = 0},
+    {"A-18", RSR, .cnt = 1, .rinv = 1, .released = 1, .ev = EV_END_READ, .to = RI, .sent = "MsgInvalidateAckData>0"}, /* D7 */
+    {"A-18", RSR, .cnt = 1, .ev = EV_FLUSH, .to = RSR, .sent = ""},
+    {"A-18", RSR, .cnt = 1, .ev = M(WINVALIDATE), .version = 1, .to = RSR, .sent = "", .check = CHK_RINV, .rinv_after = 1},
+    /* A-19 RemoteModified */
+    {"A-19", RM, .ev = EV_START_READ, .to = RMR, .sent = "", .check = CHK_CNT, .cnt_after = 1},
+    {"A-19", RM, .ev = EV_START_WRITE, .to = RMW, .sent = ""},
+    {"A-19", RM, .ev = EV_FLUSH, .to = RI, .sent = "MsgFlushData>0"},
+    {"A-19", RM, .ev = M(RINVALIDATE), .version = 1, .to = RI, .sent = "MsgInvalidateAckData>0"},
+    {"A-19", RM, .ev = M(WINVALIDATE), .version = 1, .to = RI, .sent = "MsgInvalidateAckData>0"},
+    /* A-20 RemoteModifiedRip */
+    {"A-20", RMR, .cnt = 1, .ev = EV_START_READ, .to = RMR, .sent = "", .check = CHK_CNT, .cnt_after = 2},
+    {"A-20", RMR, .cnt = 1, .ev = EV_END_READ, .to = RM, .sent = ""},
+    {"A-20", RMR, .cnt = 1, .rinv = 1, .ev = EV_END_READ, .to = RI, .sent = "MsgInvalidateAckData>0"},
+    {"A-20", RMR, .cnt = 1, .ev = EV_FLUSH, .to = RMR, .sent = ""},
+    {"A-20", RMR, .cnt = 1, .ev = M(RINVALIDATE), .version = 1, .to = RSR, .sent = "MsgRelease>0"},
+    {"A-20", RMR, .cnt = 1, .ev = M(WINVALIDATE), .version = 1, .to = RMR, .sent = "", .check = CHK_RINV, .rinv_after = 1},
+    /* A-21 RemoteModifiedWip */
+    {"A-21", RMW, .ev = EV_END_WRITE, .to = RM, .sent = ""},
+    {"A-21", RMW, .rinv = 1, .ev = EV_END_WRITE, .to = RI, .sent = "MsgInvalidateAckData>0"},
+    {"A-21", RMW, .ev = EV_FLUSH, .to = RMW, .sent = ""},
+    {"A-21", RMW, .ev = M(RINVALIDATE), .version = 1, .to = RMW, .sent = "", .check = CHK_RINV, .rinv_after = 1},
+    {"A-21", RMW, .ev = M(WINVALIDATE), .version = 1, .to = RMW, .sent = "", .check = CHK_RINV, .rinv_after = 1},
+};
+
+static int carries_data(int type)
+{
+    return type == M(SHARED_ACK_DATA) || type == M(EXCLUSIVE_ACK_DATA) || type == M(MODIFY_ACK_DATA) ||
+           type == M(INVALIDATE_ACK_DATA) || type == M(RELEASE) || type == M(FLUSH_DATA);
+}
+
+static const char *event_name(int ev)
+{
+    switch (ev) {
+    case EV_START_READ: return "rgn_start_read";
+    case EV_END_READ: return "rgn_end_read";
+    case EV_START_WRITE: return "rgn_start_write";
+    case EV_END_WRITE: return "rgn_end_write";
+    case EV_FLUSH: return "rgn_flush";
+    default: return dsm_msg_name((unsigned)ev);
+    }
+}
+
+static struct dsm_region *build_row(struct sim *s, const struct row *w)
+{
+    sim_init(s, 3, 1, 0);
+    unsigned at = dsm_is_home_state(w->from) ? 0 : 1;
+    struct dsm_region *r = at == 0 ? sim_region(s, 0, 0) : dsm_remote_copy(&s->nodes[1], s->rids[0], SIM_DATA, 1);
+    r->state = (uint8_t)w->from;
+    r->read_cnt = w->cnt;
+    r->rcvd_inv = (uint8_t)w->rinv;
+    r->released = (uint8_t)w->released;
+    r->map_cnt = 1;
+    r->waiting = w->from == RIQ || w->from == RSQ || w->cont == DSM_CONT_START_READ || w->cont == DSM_CONT_START_WRITE;
+    r->cont = (uint8_t)w->cont;
+    r->cont_node = w->cont == DSM_CONT_START_READ || w->cont == DSM_CONT_START_WRITE ? UINT32_MAX : 2;
+    r->num_acks = w->acks;
+    if (at == 0) {
+        r->version = 3;
+        r->dir = calloc(2, sizeof *r->dir);
+        CHECK(r->dir, "out of memory");
+        r->dir_cap = 2;
+        for (uint32_t n = 1; n <= 2; n++)
+            if (w->dir & (1u << n))
+                r->dir[r->ndir++] = (struct dsm_ptr){.node = n, .version = n};
+    }
+    return r;
+}
+
+static void check_row(struct sim *s, const struct row *w, unsigned idx)
+{
+    struct dsm_region *r = build_row(s, w);
+    unsigned at = dsm_is_home_state(w->from) ? 0 : 1;
+    struct dsm_node *node = &s->nodes[at];
+    enum dsm_start ret = DSM_STARTED;
+    uint64_t payload = 42;
+    switch (w->ev) {
+    case EV_START_READ: ret = dsm_start_read(node, r); break;
+    case EV_START_WRITE: ret = dsm_start_write(node, r); break;
+    case EV_END_READ: dsm_end_read(node, r); break;
+    case EV_END_WRITE: dsm_end_write(node, r); break;
+    case EV_FLUSH: dsm_flush(node, r); break;
+    default: {
+        struct dsm_msg m = {.type = (enum dsm_msg_type)w->ev, .src = w->src, .dst = at, .rid = r->rid,
+                            .version = w->version, .data = carries_data(w->ev) ? &payload : NULL,
+                            .len = carries_data(w->ev) ? SIM_DATA : 0};
+        dsm_deliver(node, &m);
+    }
+    }
+    char sent[256] = "";
+    for (unsigned i = 0; i < s->nflight; i++) {
+        size_t n = strlen(sent);
+        snprintf(sent + n, sizeof sent - n, "%s%s>%u", i ? "," : "", dsm_msg_name(s->flight[i].m.type), s->flight[i].m.dst);
+    }
+    const char *ev = event_name(w->ev);
+    CHECK(r->state == w->to, "row %u (Table %s, %s + %s): state %s, expected %s", idx, w->table,
+          dsm_state_name(w->from), ev, dsm_state_name(r->state), dsm_state_name(w->to));
+    CHECK(!strcmp(sent, w->sent), "row %u (Table %s, %s + %s): sent \"%s\", expected \"%s\"", idx, w->table,
+          dsm_state_name(w->from), ev, sent, w->sent);
+    if (w->ev == EV_START_READ || w->ev == EV_START_WRITE)
+        CHECK(ret == w->ret, "row %u (Table %s): start returned %d, expected %d", idx, w->table, ret, w->ret);
+    if (w->check & CHK_CNT)
+        CHECK(r->read_cnt == w->cnt_after, "row %u (Table %s): read_cnt %u", idx, w->table, r->read_cnt);
+    if (w->check & CHK_RINV)
+        CHECK(r->rcvd_inv == w->rinv_after, "row %u (Table %s): rcvd_inv %u", idx, w->table, r->rcvd_inv);
+    CHECK(((w->check & CHK_QUEUED) != 0) == (r->queue_head != NULL), "row %u (Table %s): queue %s", idx, w->table,
+          r->queue_head ? "holds a request" : "empty");
+    if (w->check & CHK_DIR) {
+        unsigned dir = 0;
+        for (uint32_t i = 0; i < r->ndir; i++)
+            dir |= 1u << r->dir[i].node;
+        CHECK(dir == w->dir_after, "row %u (Table %s): directory %#x, expected %#x", idx, w->table, dir, w->dir_after);
+    }
+    if (carries_data(w->ev)) /* taken exactly when the row says so */
+        CHECK((memcmp(r->data, &payload, sizeof payload) == 0) == ((w->check & CHK_DATA) != 0),
+              "row %u (Table %s): region data %s", idx, w->table, (w->check & CHK_DATA) ? "not taken" : "taken");
+    sim_fini(s);
+}
+
+static void transitions(void)
+{
+    struct sim s;
+    s.on_fail = NULL;
+    for (unsigned i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        check_row(&s, &rows[i], i);
+    printf("transitions: %zu rows of Tables A-6..A-21 checked\n", sizeof rows / sizeof rows[0]);
+}
+
+/* ---- exhaustive exploration (stateless replay, pruned by state hash) ----- */
+
+#define MAX_DEPTH 256
+
+struct config {
+    unsigned nnodes, nregions;
+    int fifo;
+    struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS];
+    unsigned len[SIM_MAX_NODES];
+};
+
+struct explorer {
+    const struct config *cfg;
+    unsigned choices[MAX_DEPTH];
+    uint64_t *seen;
+    size_t seen_cap, seen_count;
+    uint64_t states, finals, max_depth;
+};
+
+static int seen_insert(struct explorer *x, uint64_t h)
+{
+    if (2 * (x->seen_count + 1) > x->seen_cap) {
+        size_t cap = x->seen_cap ? 2 * x->seen_cap : 1 << 16;
+        uint64_t *t = calloc(cap, sizeof *t), *old = x->seen;
+        CHECK(t, "out of memory");
+        size_t oc = x->seen_cap;
+        x->seen = t;
+        x->seen_cap = cap;
+        x->seen_count = 0;
+        for (size_t i = 0; i < oc; i++)
+            if (old[i])
+                seen_insert(x, old[i]);
+        free(old);
+    }
+    h |= 1; /* 0 marks an empty slot */
+    for (size_t i = h & (x->seen_cap - 1);; i = (i + 1) & (x->seen_cap - 1)) {
+        if (x->seen[i] == h)
+            return 0;
+        if (!x->seen[i]) {
+            x->seen[i] = h;
+            x->seen_count++;
+            return 1;
+        }
+    }
+}
+
+static void sim_setup(struct sim *s, const struct config *c)
+{
+    sim_init(s, c->nnodes, c->nregions, c->fifo);
+    for (unsigned n = 0; n < c->nnodes; n++) {
+        memcpy(s->script[n], c->script[n], sizeof s->script[n]);
+        s->script_len[n] = c->len[n];
+        s->phase[n] = c->len[n] ? SIM_IDLE : SIM_DONE;
+    }
+}
+
+static const char *act_name(const struct sim *s, unsigned act, char *buf, size_t cap)
+{
+    if (act >= SIM_ACT_NODE) {
+        unsigned n = act - SIM_ACT_NODE;
+        static const char *ph[] = {"start", "map done", "grant seen", "retry", "end", "done"};
+        static const char *op[] = {"read", "write", "flush", "evict"};
+        const struct sim_step *st = &s->script[n][s->pc[n]];
+        snprintf(buf, cap, "node %u: %s %s of region %u", n, ph[s->phase[n]], op[st->op], st->region);
+    } else {
+        const struct dsm_msg *m = &s->flight[act].m;
+        snprintf(buf, cap, "deliver %s %u->%u region %u:%u v%u", dsm_msg_name(m->type), m->src, m->dst,
+                 DSM_RID_HOME(m->rid), DSM_RID_SEQ(m->rid), m->version);
+    }
+    return buf;
+}
+
+/* Replays choices[0..depth) on a fresh simulation; verbose prints them. */
+static void replay(struct sim *s, const struct config *c, const unsigned *choices, unsigned depth, int verbose)
+{
+    sim_setup(s, c);
+    unsigned acts[SIM_MAX_FLIGHT + SIM_MAX_NODES];
+    char buf[160];
+    for (unsigned i = 0; i < depth; i++) {
+        unsigned n = sim_enabled(s, acts, sizeof acts / sizeof acts[0]);
+        CHECK(choices[i] < n, "replay diverged at step %u", i);
+        if (verbose)
+            fprintf(stderr, "  %3u. %s\n", i, act_name(s, acts[choices[i]], buf, sizeof buf));
+        sim_do(s, acts[choices[i]]);
+        sim_check_step(s);
+    }
+}
+
+static void report_failure(struct explorer *x, unsigned depth, const char *why)
+{
+    fprintf(stderr, "FAILED: %s\nschedule:\n", why);
+    struct sim s;
+    jmp_buf jb;
+    s.on_fail = &jb;
+    if (!setjmp(jb))
+        replay(&s, x->cfg, x->choices, depth, 1);
+    exit(1);
+}
+
+static void explore(struct explorer *x, unsigned depth)
+{
+    CHECK(depth < MAX_DEPTH, "schedule longer than %d steps", MAX_DEPTH);
+    struct sim s;
+    jmp_buf jb;
+    s.on_fail = &jb;
+    if (setjmp(jb))
+        report_failure(x, depth, s.why);
+    replay(&s, x->cfg, x->choices, depth, 0);
+    unsigned acts[SIM_MAX_FLIGHT + SIM_MAX_NODES];
+    unsigned n = sim_enabled(&s, acts, sizeof acts / sizeof acts[0]);
+    int fresh = seen_insert(x, sim_hash(&s));
+    if (fresh && n == 0) {
+        if (!sim_all_done(&s))
+            sim_fail(&s, "deadlock: nothing in flight and no node can move");
+        sim_check_quiescent(&s);
+        x->finals++;
+    }
+    sim_fini(&s);
+    if (!fresh)
+        return;
+    x->states++;
+    if (depth > x->max_depth)
+        x->max_depth = depth;
+    for (unsigned i = 0; i < n; i++) {
+        x->choices[depth] = i;
+        explore(x, depth + 1);
+    }
+}
+
+static void run_explorer(const char *name, const struct config *c)
+{
+    struct explorer x = {.cfg = c};
+    double t0 = test_now();
+    explore(&x, 0);
+    printf("%s: %llu states, %llu final states, longest schedule %llu steps, %.1f s\n", name,
+           (unsigned long long)x.states, (unsigned long long)x.finals, (unsigned long long)x.max_depth,
+           test_now() - t0);
+    CHECK(x.finals > 0, "no schedule completed");
+    free(x.seen);
+}
+
+#define R(k) {SIM_READ, k}
+#define W(k) {SIM_WRITE, k}
+#define F(k) {SIM_FLUSH, k}
+#define E(k) {SIM_EVICT, k}
+
+/* 3 nodes, one region at node 0, in-order channels (shm), with an
+ * eviction and a flush. */
+static void explore_fifo(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 1,
+                       .script = {{W(0), R(0), W(0)}, {R(0), E(0), W(0), R(0)}, {W(0), F(0), R(0), W(0)}},
+                       .len = {3, 4, 4}};
+    run_explorer("explore_fifo", &c);
+}
+
+/* Any delivery order: the §A.11 cases arise by themselves; evictions and
+ * flushes add the §A.8 crossings and re-mapping. */
+static void explore_reorder(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0,
+                       .script = {{R(0), W(0), R(0)}, {W(0), R(0), E(0), W(0)}, {R(0), F(0), W(0), R(0)}},
+                       .len = {3, 4, 4}};
+    run_explorer("explore_reorder", &c);
+}
+
+/* Two regions homed at different nodes, operations on both. */
+static void explore_two_regions(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 2, .fifo = 0,
+                       .script = {{W(1), R(0), R(1)}, {R(0), W(0), W(1)}, {W(0), R(1), E(0)}},
+                       .len = {3, 3, 3}};
+    run_explorer("explore_two_regions", &c);
+}
+
+/* ---- the reorderings of §A.11 and the crossing of §A.8, forced --------- */
+
+static void step(struct sim *s, unsigned n)
+{
+    sim_do(s, SIM_ACT_NODE + n);
+    sim_check_step(s);
+}
+
+static void arrive(struct sim *s, enum dsm_msg_type type, unsigned src, unsigned dst)
+{
+    int i = sim_find_flight(s, type, src, dst);
+    CHECK(i >= 0, "no %s from %u to %u in flight", dsm_msg_name(type), src, dst);
+    sim_deliver_index(s, (unsigned)i);
+    sim_check_step(s);
+}
+
+/* Runs what is left in order, then checks the end state. */
+static void finish(struct sim *s)
+{
+    unsigned acts[SIM_MAX_FLIGHT + SIM_MAX_NODES];
+    while (sim_enabled(s, acts, sizeof acts / sizeof acts[0]) > 0) {
+        sim_do(s, acts[0]);
+        sim_check_step(s);
+    }
+    CHECK(sim_all_done(s), "scripts did not finish");
+    sim_check_quiescent(s);
+    sim_fini(s);
+}
+
+static void scenario(struct sim *s, const struct sim_step (*script)[SIM_MAX_OPS], const unsigned *len)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0};
+    memcpy(c.script, script, sizeof c.script);
+    memcpy(c.len, len, sizeof c.len);
+    s->on_fail = NULL;
+    sim_setup(s, &c);
+}
+
+/* Node n maps region 0 and starts its first operation (a request). */
+static void map_and_request(struct sim *s, unsigned n, enum dsm_msg_type req)
+{
+    step(s, n);
+    arrive(s, DSM_MSG_RGN_INFO_REQ, n, 0);
+    arrive(s, DSM_MSG_RGN_INFO_ACK, 0, n);
+    step(s, n);
+    CHECK(sim_find_flight(s, req, n, 0) >= 0, "node %u sent no %s", n, dsm_msg_name(req));
+}
+
+static uint64_t home_value(struct sim *s)
+{
+    return sim_value(sim_region(s, 0, 0));
+}
+
+/* Fig. A-19: an invalidation delayed past the copy's flush and a new copy. */
+static void late_invalidation(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{W(0)}, {R(0), F(0), R(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 3});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    step(&s, 1); /* read */
+    step(&s, 1); /* end: RemoteShared */
+    step(&s, 1); /* flush: MsgFlush in flight */
+    step(&s, 0); /* home write: MsgWInvalidate for the flushed copy */
+    arrive(&s, DSM_MSG_FLUSH, 1, 0); /* the flush counts as its ack */
+    step(&s, 0);
+    step(&s, 0); /* write done */
+    step(&s, 1); /* a new read */
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    step(&s, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_SHARED_RIP && r->version == 2, "node 1: %s v%u", dsm_state_name(r->state), r->version);
+    arrive(&s, DSM_MSG_WINVALIDATE, 0, 1); /* late: version 1 < 2 */
+    CHECK(r->state == DSM_REMOTE_SHARED_RIP && !r->rcvd_inv && s.nflight == 0, "late invalidation acted on");
+    CHECK(s.nodes[1].stats.stale == 1, "late invalidation not counted");
+    finish(&s);
+}
+
+/* Fig. A-20: an invalidation that overtakes the grant it follows. */
+static void early_invalidation(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {W(0)}, {R(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 1, 1});
+    map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
+    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0); /* grant in flight */
+    map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0); /* home invalidates node 1's new copy */
+    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_INVALID_REQ && r->rcvd_inv && s.nodes[1].stats.early_inv == 1,
+          "early invalidation not deferred");
+    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && r->rcvd_inv, "grant after an early invalidation: %s",
+          dsm_state_name(r->state));
+    step(&s, 1);
+    step(&s, 1); /* end write: the deferred invalidation is honoured */
+    CHECK(r->state == DSM_REMOTE_INVALID && sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0) >= 0,
+          "deferred invalidation not honoured at the end of the write");
+    finish(&s); /* node 2 must read node 1's write */
+}
+
+/* Fig. A-21: a MsgRelease overtaken by the same copy's flush. */
+static void late_release(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {W(0), R(0), F(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 3});
+    map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
+    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    step(&s, 1);
+    step(&s, 1); /* wrote 1: RemoteModified */
+    step(&s, 1); /* start read: RemoteModifiedRip */
+    step(&s, 0); /* home read: MsgRInvalidate */
+    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1); /* MsgRelease with the data, RemoteSharedRip */
+    step(&s, 1); /* end read */
+    step(&s, 1); /* flush: after a release it carries the data (D7) */
+    arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    struct dsm_region *home = sim_region(&s, 0, 0);
+    CHECK(home->state == DSM_HOME_EXCLUSIVE_RIP && home_value(&s) == 1, "home after the flush: %s holding %llu",
+          dsm_state_name(home->state), (unsigned long long)home_value(&s));
+    arrive(&s, DSM_MSG_RELEASE, 1, 0); /* late: dropped */
+    CHECK(home->state == DSM_HOME_EXCLUSIVE_RIP && s.nodes[0].stats.stale == 1 && s.nflight == 0,
+          "late release acted on");
+    finish(&s);
+}
+
+/* Fig. A-22: a request that overtakes its sender's last ack or flush
+ * waits on the blocked queue until that arrives (one entry per node). */
+static void late_ack(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {R(0), F(0), R(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 3});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    step(&s, 1);
+    step(&s, 1);
+    step(&s, 1); /* flush in flight */
+    step(&s, 1); /* a new read: MsgSharedReq in flight behind it */
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    struct dsm_region *home = sim_region(&s, 0, 0);
+    CHECK(home->queue_head && s.nodes[0].stats.queued == 1 && s.nflight == 1, "request not queued behind the flush");
+    arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(!home->queue_head && sim_find_flight(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1) >= 0,
+          "queued request not served after the flush");
+    finish(&s);
+}
+
+/* §A.8: an invalidation that crosses the flush of a copy the URC evicted. */
+static void crossing_eviction(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{W(0)}, {R(0), E(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 2});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    step(&s, 1);
+    step(&s, 1);
+    step(&s, 1); /* evicted: flushed, removed, freed */
+    CHECK(!sim_region(&s, 1, 0), "evicted copy still in the table");
+    step(&s, 0); /* home write: MsgWInvalidate to the evicted copy */
+    arrive(&s, DSM_MSG_WINVALIDATE, 0, 1);
+    CHECK(s.nflight == 1, "an invalidation for an evicted copy was answered");
+    arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(sim_region(&s, 0, 0)->state == DSM_HOME_EXCLUSIVE_WIP, "the flush did not count as the ack");
+    finish(&s);
+}
+
+static void reorder(void)
+{
+    late_invalidation();
+    early_invalidation();
+    late_release();
+    late_ack();
+    crossing_eviction();
+    printf("reorder: late and early invalidation, late release, late ack, flush/invalidation crossing\n");
+}
+
+/* A longer search than CTest's (minutes), run by hand: 4 steps on every
+ * node, any delivery order. */
+static void explore_big(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0,
+                       .script = {{W(0), R(0), E(0), W(0)}, {R(0), W(0), F(0), R(0)}, {W(0), R(0), W(0), R(0)}},
+                       .len = {4, 4, 4}};
+    run_explorer("explore_big", &c);
+}
+
+/* ---- random schedules ---------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* One random schedule; rng and depth live in the explorer (memory, so a
+ * failure's longjmp leaves them intact for the report). */
+struct random_run {
+    struct explorer ex;
+    struct config cfg;
+    uint64_t rng;
+    unsigned depth;
+};
+
+static void random_script(struct random_run *rr, uint64_t seed)
+{
+    struct config *c = &rr->cfg;
+    *c = (struct config){.nnodes = 4, .nregions = 2, .fifo = (int)(seed & 1)};
+    for (unsigned n = 0; n < c->nnodes; n++) {
+        c->len[n] = SIM_MAX_OPS;
+        for (unsigned i = 0; i < SIM_MAX_OPS; i++) {
+            unsigned r = (unsigned)(rng_next(&rr->rng) % 10);
+            enum sim_op op = r < 4 ? SIM_READ : r < 8 ? SIM_WRITE : r < 9 ? SIM_FLUSH : SIM_EVICT;
+            c->script[n][i] = (struct sim_step){op, (unsigned)(rng_next(&rr->rng) % c->nregions)};
+        }
+    }
+}
+
+static void random_one(struct random_run *rr, uint64_t seed)
+{
+    rr->rng = seed * 0x9E3779B97F4A7C15ull;
+    rr->depth = 0;
+    random_script(rr, seed);
+    rr->ex = (struct explorer){.cfg = &rr->cfg};
+    struct sim s;
+    jmp_buf jb;
+    s.on_fail = &jb;
+    if (setjmp(jb)) {
+        fprintf(stderr, "seed %llu: ", (unsigned long long)seed);
+        report_failure(&rr->ex, rr->depth, s.why);
+    }
+    sim_setup(&s, &rr->cfg);
+    unsigned acts[SIM_MAX_FLIGHT + SIM_MAX_NODES], n;
+    while ((n = sim_enabled(&s, acts, sizeof acts / sizeof acts[0])) > 0) {
+        CHECK(rr->depth < MAX_DEPTH, "seed %llu: schedule too long", (unsigned long long)seed);
+        unsigned pick = (unsigned)(rng_next(&rr->rng) % n);
+        rr->ex.choices[rr->depth++] = pick;
+        sim_do(&s, acts[pick]);
+        sim_check_step(&s);
+    }
+    if (!sim_all_done(&s))
+        sim_fail(&s, "deadlock: nothing in flight and no node can move");
+    sim_check_quiescent(&s);
+    sim_fini(&s);
+}
+
+/* TEST_PROTO_SEEDS=N runs more (a longer search than CTest's). */
+static void random_schedules(void)
+{
+    const char *env = getenv("TEST_PROTO_SEEDS");
+    uint64_t seeds = env ? strtoull(env, NULL, 0) : 5000;
+    static struct random_run rr;
+    for (uint64_t seed = 1; seed <= seeds; seed++)
+        random_one(&rr, seed);
+    printf("random: %llu schedules of 4 nodes x %d operations on 2 regions passed\n", (unsigned long long)seeds,
+           SIM_MAX_OPS);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2, "usage: test_proto <test>");
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"transitions", transitions},
+        {"reorder", reorder},
+        {"explore_fifo", explore_fifo},
+        {"explore_reorder", explore_reorder},
+        {"explore_two_regions", explore_two_regions},
+        {"explore_big", explore_big},
+        {"random", random_schedules},
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        if (!strcmp(argv[1], tests[i].name)) {
+            tests[i].fn();
+            return 0;
+        }
+    CHECK(0, "unknown test %s", argv[1]);
+    return 1;
+}
