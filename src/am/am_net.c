@@ -61,20 +61,28 @@ static size_t am_net_data_at(const struct am_net_hdr *h, int first)
 /* ---- sending ------------------------------------------------------------ */
 
 static int am_net_push(int dest, enum am_class cls, const unsigned char *head, size_t hlen, const void *body,
-                       size_t blen, unsigned flags, int first)
+                       size_t blen)
 {
     struct util_backoff b;
     util_backoff_init(&b);
     int rc;
     while ((rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN) {
-        /* once a fragment is out the message must be finished */
-        if (first && (flags & SHOAL_IMMEDIATE))
-            return SHOAL_EAGAIN;
         if (b.spins == 0)
             am.stats.send_stalls++;
         am_progress_wait(&b, cls == AM_REP);
     }
     return rc;
+}
+
+/* Fragments a message of nbytes takes (the first also carries the header
+ * padding and arguments). */
+static size_t am_net_fragments(const struct am_net_hdr *h, size_t nbytes)
+{
+    size_t first = an.max_payload - am_net_data_at(h, 1);
+    if (nbytes <= first)
+        return 1;
+    size_t later = an.max_payload - sizeof *h;
+    return 1 + (nbytes - first + later - 1) / later;
 }
 
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
@@ -85,16 +93,20 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     unsigned char head[(sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS + 63) & ~63ul] = {0};
     struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = (uint8_t)kind,
                            .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
+    /* SHOAL_IMMEDIATE is all or nothing: room for every fragment now, or
+     * SHOAL_EAGAIN with nothing sent (a caller in a handler never waits) */
+    if ((flags & SHOAL_IMMEDIATE) && net_room(dest, (enum net_channel)cls) < am_net_fragments(&h, nbytes))
+        return SHOAL_EAGAIN;
     size_t done = 0;
     do {
         int first = done == 0;
         size_t at = am_net_data_at(&h, first);
-        if (first)
+        if (first && nargs)
             memcpy(head + sizeof h, args, 8 * (size_t)nargs);
         size_t chunk = nbytes - done < an.max_payload - at ? nbytes - done : an.max_payload - at;
         h.frag_off = (uint32_t)done;
         memcpy(head, &h, sizeof h);
-        int rc = am_net_push(dest, cls, head, at, (const char *)src + done, chunk, flags, first);
+        int rc = am_net_push(dest, cls, head, at, chunk ? (const char *)src + done : NULL, chunk);
         if (rc)
             return rc;
         done += chunk;
@@ -110,7 +122,8 @@ int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args)
     unsigned char msg[sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS];
     struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = AM_SHORT};
     memcpy(msg, &h, sizeof h);
-    memcpy(msg + sizeof h, args, 8 * (size_t)nargs);
+    if (nargs)
+        memcpy(msg + sizeof h, args, 8 * (size_t)nargs);
     int rc = net_bcast(msg, sizeof h + 8 * (size_t)nargs);
     net_flush();
     return rc;
@@ -215,7 +228,7 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
     }
     if (first) {
         rx->h = h;
-        memcpy(rx->args, args, sizeof args);
+        memcpy(rx->args, args, 8 * (size_t)h.nargs);
         if (h.kind == AM_MEDIUM && rx->cap < h.total) {
             free(rx->buf);
             if (!(rx->buf = aligned_alloc(64, (h.total + 63u) & ~63u)))

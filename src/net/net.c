@@ -189,6 +189,14 @@ int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const
     return rc;
 }
 
+uint32_t net_room(int dest, enum net_channel ch)
+{
+    lock();
+    uint32_t room = rel_room(net.rel[ch], (uint32_t)dest);
+    unlock();
+    return room;
+}
+
 int net_bcast(const void *msg, size_t len)
 {
     lock();

@@ -58,6 +58,8 @@ size_t net_max_payload(void);
  * empty).  SHOAL_OK, SHOAL_EAGAIN (window or credits: poll and retry),
  * SHOAL_EPEERDEAD. */
 int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen);
+/* Messages net_send to dest would take right now without SHOAL_EAGAIN. */
+uint32_t net_room(int dest, enum net_channel ch);
 /* Best-effort datagram to every other rank (SHOAL_OK or SHOAL_EINVAL). */
 int net_bcast(const void *msg, size_t len);
 /* Hands queued packets to the kernel. */

@@ -651,6 +651,19 @@ static int admit(struct rel *r, struct peer *p, uint64_t now)
     return SHOAL_OK;
 }
 
+uint32_t rel_room(const struct rel *r, uint32_t peer)
+{
+    if (peer >= r->cfg.nranks || peer == r->cfg.self)
+        return 0;
+    const struct peer *p = r->peers[peer];
+    if (!p) /* credits before first contact: a whole receive buffer */
+        return r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf;
+    if (p->dead || seq_lt(p->limit, p->nxt))
+        return 0;
+    uint32_t window = r->cfg.window - (p->nxt - p->una), credits = p->limit - p->nxt + 1;
+    return window < credits ? window : credits;
+}
+
 int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now)
 {
     return rel_send2(r, peer, payload, len, NULL, 0, now);

@@ -166,6 +166,9 @@ void rel_destroy(struct rel *r);
  * rel_input or rel_tick); SHOAL_EPEERDEAD; SHOAL_EINVAL (peer is self
  * or out of range, len > max_payload); SHOAL_ENOMEM. */
 int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now);
+/* How many DATA packets rel_send would take for peer right now (window
+ * and credits), so a caller can send a multi-packet message all or none. */
+uint32_t rel_room(const struct rel *r, uint32_t peer);
 /* The same, for a payload in two parts (head, then body), stored as one. */
 int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
               uint64_t now);
