@@ -390,6 +390,28 @@ static void stress(void)
           all_writes);
 }
 
+/* ---- home_busy: a home that only hits its own region still serves the
+ * others' requests (every 64th start polls) ---- */
+static void home_busy(void)
+{
+    uint64_t *flag = rgn_map(create_at(0, 8));
+    rgn_barrier();
+    if (me == 0) {
+        double t0 = test_now();
+        uint64_t arrived = 0;
+        while (arrived < np - 1) { /* hits only, until every other rank's write */
+            arrived = read_word(flag);
+            TEST_DEADLINE(t0, 20, "the other ranks' writes to a region whose home only hits");
+        }
+    } else {
+        rgn_start_write(flag);
+        flag[0]++;
+        rgn_end_write(flag);
+    }
+    rgn_barrier();
+    rgn_unmap(flag);
+}
+
 /* ---- stats: a known sequence on rank 1, whose counters the test's
  * expected output pins (SHOAL_CRL_STATS=1) ---- */
 static void stats_sequence(void)
@@ -476,6 +498,7 @@ int main(int argc, char **argv)
         {"litmus_iriw", litmus_iriw},
         {"stress", stress},
         {"stats", stats_sequence},
+        {"home_busy", home_busy},
         {"misuse_write_in_read", misuse_write_in_read},
         {"misuse_end_without_start", misuse_end_without_start},
         {"misuse_unmapped", misuse_unmapped},
