@@ -3,6 +3,7 @@
  *   proto: [rid, type | version << 32, aux, prefix]
  *   coll:  [kind | root << 8, seq, value, prefix]
  *   frag:  [offset, total, 0, 0]
+ *   wake:  [0, 0, 0, 0], to ourselves
  * prefix is how many leading payload bytes went ahead in frag messages
  * (payloads above the medium limit).  Handlers must not block, and the
  * protocol's handlers send to ranks other than the requester (invalidations,
