@@ -8,7 +8,8 @@
  * (the median of --reps runs per c).  The raw active-message round trip
  * (a medium request and a reply carrying the region size's payload, the
  * shape of a read miss; the median of batches of 64) is measured in the
- * same run, and misses are printed as ratios to it.  The "k copies" and
+ * same run, also with the receiver copying the payload out (as a miss
+ * copies it into the region), and misses are printed as ratios to both.  The "k copies" and
  * "k inv" rows need k more ranks, and cores for them to mean anything.
  *
  * Run: shoalrun --bind -n 2 build/bench/crl_bench [--reps N] [--sizes 16,64,256,1024]
@@ -212,9 +213,14 @@ static void on_ping(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
     shoal_am_reply_medium(t, H_PONG, 0, payload, (size_t)a[0], na, a);
 }
 
+static int copy_out;              /* the round trip's receiver copies the payload out */
+static unsigned char sink[1 << 16];
+
 static void on_pong(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
-    (void)t, (void)buf, (void)n, (void)a, (void)na;
+    (void)t, (void)a, (void)na;
+    if (copy_out && n <= sizeof sink)
+        memcpy(sink, buf, n);
     pongs++;
 }
 
@@ -223,8 +229,9 @@ static void on_pong(shoal_token_t t, void *buf, size_t n, const uint64_t *a, uns
  * does during the events).  Timed in batches of REGIONS round trips, the
  * median batch, so preemption on a busy machine weighs on it no more than
  * on the events' medians. */
-static double round_trip(void)
+static double round_trip(int copy)
 {
+    copy_out = copy;
     enum { BATCHES = 301 };
     static double batch[BATCHES];
     rgn_barrier();
@@ -314,7 +321,7 @@ int main(int argc, char **argv)
         bench_die("crl_bench needs at least 2 ranks (home and measurer)");
     bench_pin_if_unpinned((int)me);
     unsigned max_copies = np - 2 < MAX_COPIES ? np - 2 : MAX_COPIES;
-    double table[32][8], rtt[8];
+    double table[32][8], rtt[8], rtt_copy[8];
     const char *names[32];
     char cases[32][32];
     int is_miss[32];
@@ -322,7 +329,8 @@ int main(int argc, char **argv)
     for (unsigned s = 0; s < nsizes; s++) {
         size = sizes[s];
         create_sets();
-        rtt[s] = round_trip();
+        rtt[s] = round_trip(0);
+        rtt_copy[s] = round_trip(1);
         rows = 0;
         for (size_t e = 0; e < sizeof events / sizeof events[0]; e++) {
             unsigned variants = events[e].copies < 0 ? 1 : max_copies + 1;
@@ -346,6 +354,9 @@ int main(int argc, char **argv)
         printf("\n%-29s", "raw AM round trip");
         for (unsigned s = 0; s < nsizes; s++)
             printf(" %11.1f", rtt[s]);
+        printf("\n%-29s", "  + receiver copies data out");
+        for (unsigned s = 0; s < nsizes; s++)
+            printf(" %11.1f", rtt_copy[s]);
         printf("\n");
         for (unsigned r = 0; r < rows; r++) {
             printf("%-12s %-16s", names[r], cases[r]);
@@ -355,6 +366,9 @@ int main(int argc, char **argv)
                 printf("   (x RTT:");
                 for (unsigned s = 0; s < nsizes; s++)
                     printf(" %.2f", table[r][s] / rtt[s]);
+                printf("; x RTT+copy:");
+                for (unsigned s = 0; s < nsizes; s++)
+                    printf(" %.2f", table[r][s] / rtt_copy[s]);
                 printf(")");
             }
             printf("\n");

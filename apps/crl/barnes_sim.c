@@ -628,6 +628,13 @@ static void gather(struct bh *bh, int n, struct barnes_body *out)
     }
 }
 
+static void delete_pool(const struct pool *p)
+{
+    for (size_t i = 0; i < p->created; i++)
+        rgn_delete(p->rid[i]);
+}
+
+/* Unmaps everything and deletes what I created; nobody uses it any more. */
 static void release(struct bh *bh)
 {
     for (size_t i = 0; i < bh->table_size; i++)
@@ -635,8 +642,14 @@ static void release(struct bh *bh)
             rgn_unmap(bh->table[i].mapped);
             free(bh->table[i].copy);
         }
-    for (size_t i = 0; i < bh->count; i++)
+    for (size_t i = 0; i < bh->count; i++) {
         rgn_unmap(bh->body[i]);
+        rgn_delete(bh->body_rid[bh->first + i]);
+    }
+    delete_pool(&bh->cells);
+    delete_pool(&bh->leaves);
+    if (bh->me == 0)
+        rgn_delete(bh->root);
     free(bh->table);
     free(bh->body);
     free(bh->body_rid);

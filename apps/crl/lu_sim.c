@@ -247,10 +247,12 @@ struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     app_add_since(&elapsed, start);
     if (out)
         gather(&lu, out);
-    rgn_barrier();
-    for (size_t b = 0; b < nblocks; b++)
-        if (lu.blocks[b])
-            rgn_unmap(lu.blocks[b]);
+    rgn_barrier(); /* nobody uses a block any more: unmap, and delete mine */
+    for (size_t b = 0; b < nblocks; b++) {
+        rgn_unmap(lu.blocks[b]);
+        if (mine(&lu, (int)(b / (size_t)lu.nb), (int)(b % (size_t)lu.nb)))
+            rgn_delete(lu.rids[b]);
+    }
     free(lu.rids);
     free(lu.blocks);
     free(lu.row);

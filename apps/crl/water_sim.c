@@ -462,6 +462,14 @@ static void create_regions(struct water *w)
     free(rids);
 }
 
+static void release(void *region, int created_here)
+{
+    rid_t rid = rgn_rid(region);
+    rgn_unmap(region);
+    if (created_here)
+        rgn_delete(rid);
+}
+
 static void gather_positions(const struct water *w, double *out)
 {
     for (int k = 0; k < w->n; k++) {
@@ -500,12 +508,12 @@ void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result
     result->time = (struct app_time){timed.wall / counted, timed.cpu / counted};
     if (result->positions)
         gather_positions(&w, result->positions);
-    rgn_barrier();
-    for (int k = 0; k < w.n; k++)
-        rgn_unmap(w.mol[k]);
-    rgn_unmap(w.potential_sum);
-    rgn_unmap(w.kinetic_sum);
-    rgn_unmap(w.virial_sum);
+    rgn_barrier(); /* nobody uses a region any more: unmap, and delete mine */
+    for (size_t k = 0; k < (size_t)w.n; k++)
+        release(w.mol[k], k - w.first < w.count);
+    release(w.potential_sum, w.me == 0);
+    release(w.kinetic_sum, w.me == 0);
+    release(w.virial_sum, w.me == 0);
     free(w.mol);
     free(w.force);
     free(w.sites);

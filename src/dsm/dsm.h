@@ -15,6 +15,7 @@
 #define DSM_H_PROTO (AM_INTERNAL_BASE + 8) /* a protocol or mapping message */
 #define DSM_H_FRAG (AM_INTERNAL_BASE + 9)  /* leading piece of a payload above the medium limit */
 #define DSM_H_COLL (AM_INTERNAL_BASE + 10) /* barrier, broadcast, reduction */
+#define DSM_H_WAKE (AM_INTERNAL_BASE + 11) /* to self: drain the outbox from any poll */
 
 #define DSM_WIRE_ARGS 4
 
@@ -49,6 +50,7 @@ struct dsm_glue {
     int closed;        /* crl_exit has begun: late messages are dropped */
     struct dsm_node node;
     struct dsm_outgoing *out_head, *out_tail;
+    int wake_armed; /* a DSM_H_WAKE to self is on its way */
     struct dsm_reassembly *reasm; /* [nranks] */
     size_t chunk;                 /* largest payload of one message */
     /* unmapped region cache (§4.5) */

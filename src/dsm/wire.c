@@ -3,12 +3,14 @@
  *   proto: [rid, type | version << 32, aux, prefix]
  *   coll:  [kind | root << 8, seq, value, prefix]
  *   frag:  [offset, total, 0, 0]
+ *   wake:  [0, 0, 0, 0], to ourselves
  * prefix is how many leading payload bytes went ahead in frag messages
  * (payloads above the medium limit).  Handlers must not block, and the
  * protocol's handlers send to ranks other than the requester (invalidations,
  * grants from a continuation), so nothing here waits for ring space: a send
- * that finds no room goes to an outbox, in order, which every progress call
- * and every later handler drains.  docs/CRL.md "Message format". */
+ * that finds no room goes to an outbox, in order, which every progress call,
+ * every later handler and a wake-up message to ourselves drain.
+ * docs/CRL.md "Message format". */
 #include "dsm/dsm.h"
 
 #include <stdlib.h>
@@ -22,6 +24,16 @@ static int try_send(uint32_t dst, uint32_t handler, const uint64_t *args, const 
     if (rc != SHOAL_OK && rc != SHOAL_EAGAIN)
         shoal_abort(1, "crl: sending to rank %u failed: %s", dst, shoal_strerror(rc));
     return rc == SHOAL_OK;
+}
+
+/* While the outbox holds messages, a message to ourselves stays in flight:
+ * its handler drains the outbox and re-arms, so any poll — shoal_poll in
+ * the program's own loop too, not only CRL's calls — sends what waits. */
+static void arm_wake(void)
+{
+    static const uint64_t none[DSM_WIRE_ARGS];
+    if (!dsm.wake_armed && try_send(dsm.node.rank, DSM_H_WAKE, none, NULL, 0))
+        dsm.wake_armed = 1;
 }
 
 static void enqueue(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len)
@@ -41,6 +53,7 @@ static void enqueue(uint32_t dst, uint32_t handler, const uint64_t *args, const 
     else
         dsm.out_head = o;
     dsm.out_tail = o;
+    arm_wake();
 }
 
 static void send_piece(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len)
@@ -165,6 +178,17 @@ static void on_coll(shoal_token_t tok, void *buf, size_t n, const uint64_t *args
     dsm_flush_outbox();
 }
 
+static void on_wake(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)tok, (void)buf, (void)n, (void)args, (void)nargs;
+    dsm.wake_armed = 0;
+    if (dsm.closed)
+        return;
+    dsm_wire_drain();
+    if (dsm.out_head)
+        arm_wake();
+}
+
 void dsm_wire_init(void)
 {
     dsm.chunk = shoal_am_max_medium();
@@ -174,6 +198,7 @@ void dsm_wire_init(void)
     am_register_internal(DSM_H_PROTO, on_proto);
     am_register_internal(DSM_H_FRAG, on_frag);
     am_register_internal(DSM_H_COLL, on_coll);
+    am_register_internal(DSM_H_WAKE, on_wake);
 }
 
 void dsm_wire_fini(void)

@@ -390,6 +390,62 @@ static void stress(void)
           all_writes);
 }
 
+/* ---- home_busy: a home that only hits its own region still serves the
+ * others' requests (every 64th start polls) ---- */
+static void home_busy(void)
+{
+    uint64_t *flag = rgn_map(create_at(0, 8));
+    rgn_barrier();
+    if (me == 0) {
+        double t0 = test_now();
+        uint64_t arrived = 0;
+        while (arrived < np - 1) { /* hits only, until every other rank's write */
+            arrived = read_word(flag);
+            TEST_DEADLINE(t0, 20, "the other ranks' writes to a region whose home only hits");
+        }
+    } else {
+        rgn_start_write(flag);
+        flag[0]++;
+        rgn_end_write(flag);
+    }
+    rgn_barrier();
+    rgn_unmap(flag);
+}
+
+/* ---- poll_only: a home that only calls shoal_poll still sends what its
+ * handlers could not send at once (run with tiny rings: the grant of a
+ * large region fills them) ---- */
+#define H_DONE 7
+static volatile int done_flag;
+
+static void on_done(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)n, (void)a, (void)na;
+    done_flag = 1;
+}
+
+static void poll_only(void)
+{
+    enum { SIZE = 20000 };
+    rid_t rid = create_at(0, SIZE);
+    if (me == 0) {
+        double t0 = test_now();
+        while (!done_flag) { /* no CRL call until rank 1 is done */
+            CHECK_RC(shoal_poll(), SHOAL_OK);
+            TEST_DEADLINE(t0, 20, "rank 1's read of a region whose home only calls shoal_poll");
+        }
+    } else if (me == 1) {
+        unsigned char *p = rgn_map(rid);
+        rgn_start_read(p);
+        for (unsigned i = 0; i < SIZE; i++)
+            CHECK(p[i] == 0, "byte %u", i);
+        rgn_end_read(p);
+        rgn_unmap(p);
+        CHECK_RC(shoal_am_request_short(0, H_DONE, 0, shoal_noargs), SHOAL_OK);
+    }
+    rgn_barrier();
+}
+
 /* ---- stats: a known sequence on rank 1, whose counters the test's
  * expected output pins (SHOAL_CRL_STATS=1) ---- */
 static void stats_sequence(void)
@@ -459,6 +515,7 @@ static void misuse_stray_pointer(void)
 int main(int argc, char **argv)
 {
     CHECK(argc == 2, "usage: test_crl <test>");
+    CHECK_RC(shoal_am_register(H_DONE, on_done), SHOAL_OK);
     crl_init();
     me = crl_self_addr();
     np = crl_num_nodes();
@@ -476,6 +533,8 @@ int main(int argc, char **argv)
         {"litmus_iriw", litmus_iriw},
         {"stress", stress},
         {"stats", stats_sequence},
+        {"home_busy", home_busy},
+        {"poll_only", poll_only},
         {"misuse_write_in_read", misuse_write_in_read},
         {"misuse_end_without_start", misuse_end_without_start},
         {"misuse_unmapped", misuse_unmapped},
