@@ -113,18 +113,30 @@ static size_t trimmed(const unsigned char *p, size_t n)
     return len <= n ? len : n;
 }
 
+int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
+{
+    int got = sock_rx_recv(s->fd, rx);
+    for (int i = 0; i < got; i++) {
+        len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0
+                 : trimmed(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
+        if (from)
+            memcpy(from[i].mac, ((struct sockaddr_ll *)&rx->from[i])->sll_addr, 6);
+    }
+    return got;
+}
+
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
 {
-    struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
-    struct sockaddr_ll from[SOCK_BATCH];
-    unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
-    for (unsigned i = 0; i < k; i++)
-        sock_msg(&msgs[i], iov[i], f[i].buf, f[i].len, NULL, 0, &from[i], sizeof from[i]);
-    int got = sock_recv(s->fd, msgs, k);
+    struct sock_rx rx;
+    size_t len[SOCK_BATCH];
+    struct eth_endpoint from[SOCK_BATCH];
+    rx.n = n < SOCK_BATCH ? n : SOCK_BATCH;
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, f[i].buf, f[i].len);
+    int got = eth_recv_batch(s, &rx, len, from);
     for (int i = 0; i < got; i++) {
-        f[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : trimmed(f[i].buf, msgs[i].msg_len);
-        memcpy(f[i].peer.mac, from[i].sll_addr, 6);
+        f[i].len = len[i];
+        f[i].peer = from[i];
     }
     return got;
 }

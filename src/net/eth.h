@@ -38,5 +38,9 @@ void eth_close(struct eth_sock *s);
  * sent itself (PACKET_IGNORE_OUTGOING, which eth_open requires). */
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n);
 int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n);
+/* The same into a prepared batch (sock.h): len[i] per frame (0 if
+ * truncated, else trimmed), from[i] its source (from may be NULL). */
+struct sock_rx;
+int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from);
 
 #endif

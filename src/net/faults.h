@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define FAULT_HOLD_SLOTS 8           /* packets held for reordering at once (one per address) */
-#define FAULT_HOLD_NS 1000000ull     /* longest hold when no later packet comes */
+#define FAULT_HOLD_NS 100000ull      /* longest hold when no later packet comes: a LAN-scale reorder window, not a delay */
 
 struct fault_config {
     double loss, dup, reorder, corrupt; /* probabilities per packet */

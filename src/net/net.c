@@ -53,6 +53,7 @@ static struct {
     size_t max_payload, pkt_cap;
     unsigned char *txbuf, *rxbuf; /* NET_BATCH packets of pkt_cap each */
     unsigned char *scratch;       /* one packet put together for the fault injector */
+    struct sock_rx rx;            /* receive headers over rxbuf, described once */
     size_t txlen[NET_BATCH];
     const void *txtail[NET_BATCH];
     size_t txtail_len[NET_BATCH];
@@ -251,22 +252,8 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
 static unsigned receive_batch(void)
 {
     size_t len[NET_BATCH];
-    int got;
-    if (net.carrier == CARRIER_ETH) {
-        struct eth_frame f[NET_BATCH];
-        for (unsigned i = 0; i < NET_BATCH; i++)
-            f[i] = (struct eth_frame){.buf = net.rxbuf + i * net.pkt_cap, .len = net.pkt_cap};
-        got = eth_recv(&net.eth, f, NET_BATCH);
-        for (int i = 0; i < got; i++)
-            len[i] = f[i].len;
-    } else {
-        struct udp_packet p[NET_BATCH];
-        for (unsigned i = 0; i < NET_BATCH; i++)
-            p[i] = (struct udp_packet){.buf = net.rxbuf + i * net.pkt_cap, .len = net.pkt_cap};
-        got = udp_recv(&net.udp, p, NET_BATCH);
-        for (int i = 0; i < got; i++)
-            len[i] = p[i].len;
-    }
+    int got = net.carrier == CARRIER_ETH ? eth_recv_batch(&net.eth, &net.rx, len, NULL)
+                                         : udp_recv_batch(&net.udp, &net.rx, len, NULL);
     for (int i = 0; i < got; i++) {
         const unsigned char *pkt = net.rxbuf + (size_t)i * net.pkt_cap;
         net.stats.packets_received++;
@@ -539,6 +526,9 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     net.scratch = malloc(net.pkt_cap);
     if (!net.txbuf || !net.rxbuf || !net.scratch)
         return SHOAL_ENOMEM;
+    net.rx.n = NET_BATCH;
+    for (unsigned i = 0; i < NET_BATCH; i++)
+        sock_rx_set(&net.rx, i, net.rxbuf + i * net.pkt_cap, net.pkt_cap);
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;

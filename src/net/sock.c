@@ -51,3 +51,16 @@ int sock_recv(int fd, struct mmsghdr *m, unsigned n)
         return got;
     return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
 }
+
+void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap)
+{
+    sock_msg(&rx->m[i], rx->iov[i], buf, cap, NULL, 0, &rx->from[i], sizeof rx->from[i]);
+}
+
+int sock_rx_recv(int fd, struct sock_rx *rx)
+{
+    int got = sock_recv(fd, rx->m, rx->n);
+    for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
+        rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
+    return got;
+}

@@ -235,18 +235,29 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
     return (int)done;
 }
 
+int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)
+{
+    int got = sock_rx_recv(s->fd, rx);
+    for (int i = 0; i < got; i++) {
+        len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
+        if (from)
+            endpoint_of((struct sockaddr *)&rx->from[i], &from[i]);
+    }
+    return got;
+}
+
 int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n)
 {
-    struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
-    struct sockaddr_storage from[SOCK_BATCH];
-    unsigned k = n < SOCK_BATCH ? n : SOCK_BATCH;
-    for (unsigned i = 0; i < k; i++)
-        sock_msg(&msgs[i], iov[i], pkts[i].buf, pkts[i].len, NULL, 0, &from[i], sizeof from[i]);
-    int got = sock_recv(s->fd, msgs, k);
+    struct sock_rx rx;
+    size_t len[SOCK_BATCH];
+    struct udp_endpoint from[SOCK_BATCH];
+    rx.n = n < SOCK_BATCH ? n : SOCK_BATCH;
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, pkts[i].buf, pkts[i].len);
+    int got = udp_recv_batch(s, &rx, len, from);
     for (int i = 0; i < got; i++) {
-        pkts[i].len = msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : msgs[i].msg_len;
-        endpoint_of((struct sockaddr *)&from[i], &pkts[i].peer);
+        pkts[i].len = len[i];
+        pkts[i].peer = from[i];
     }
     return got;
 }

@@ -57,6 +57,10 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
  * blocking; returns how many arrived. */
 int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n);
 
+/* The same into a prepared batch (sock.h): len[i] per datagram (0 if
+ * truncated), from[i] its source (from may be NULL). */
+struct sock_rx;
+int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from);
 /* Text form "1.2.3.4:5000" / "[fd00::1]:5000" for messages. */
 const char *udp_endpoint_str(const struct udp_endpoint *e, char *buf, size_t cap);
 
