@@ -151,13 +151,18 @@ static int coll_raised(unsigned round, uint64_t epoch)
 
 int shoal_barrier(void)
 {
+    return coll_barrier(1);
+}
+
+int coll_barrier(int may_broadcast)
+{
     if (am.rank < 0)
         return SHOAL_ENOTINIT;
     int rc = am_blocking_allowed("shoal_barrier");
     if (rc)
         return rc;
     uint64_t epoch = ++am.barrier_epoch;
-    if (am.nranks > 1 && coll_use_broadcast()) {
+    if (may_broadcast && am.nranks > 1 && coll_use_broadcast()) {
         if (am.rank == 0)
             coll_root(epoch);
         else

@@ -5,4 +5,9 @@
 /* Registers the collectives' internal handlers (after am_init). */
 void coll_init(void);
 
+/* shoal_barrier; may_broadcast 0 keeps to messages every rank acknowledges:
+ * the last barriers before ranks leave (shoal_finalize), where a rank whose
+ * broadcast release was lost could find rank 0 gone when it asks. */
+int coll_barrier(int may_broadcast);
+
 #endif

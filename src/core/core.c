@@ -91,10 +91,10 @@ int shoal_finalize(void)
     /* After the first barrier no rank issues requests; draining then runs
      * every request, whose replies reach their targets before the second
      * barrier ends; replies send nothing, so the last drain empties all. */
-    rc = shoal_barrier();
+    rc = coll_barrier(0);
     core_drain();
     if (rc == SHOAL_OK)
-        rc = shoal_barrier();
+        rc = coll_barrier(0);
     core_drain();
     rma_fini();
     am_net_fini();
