@@ -132,9 +132,8 @@ void dsm_node_fini(struct dsm_node *node)
 
 static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size)
 {
-    /* packed as densely as malloc packs (16-byte aligned data): line-aligned
-     * blocks put 800-byte regions 1 KiB apart, which cost LU its whole
-     * 1-process overhead against the null build (CRL_APPS.md) */
+    /* packed as densely as malloc packs (16-byte aligned data), like the
+     * null build's regions, so both builds lay data out alike */
     size_t bytes = sizeof(struct dsm_region) + (size_t)size;
     struct dsm_region *r = calloc(1, bytes);
     if (!r) {
