@@ -159,8 +159,9 @@ static char *am_long_target(const struct am_net_hdr *h)
     return (char *)am.segs[h->seg].bases[am.rank] + h->offset;
 }
 
-/* Checks one fragment's header against what it carries; NULL if fine. */
-static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int first)
+/* Checks one fragment's header against what it carries (long_at: its
+ * message's place in the segment, am_long_target's); NULL if fine. */
+static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int first, const char *long_at)
 {
     if (h->kind > AM_LONG || h->handler >= AM_MAX_INDEX || h->nargs > SHOAL_AM_MAX_ARGS)
         return "bad kind, handler or argument count";
@@ -173,16 +174,16 @@ static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int
         return "short message with a payload";
     if (h->kind == AM_MEDIUM && h->total > am.max_medium)
         return "medium payload above the limit";
-    if (h->kind == AM_LONG && !am_long_target(h))
+    if (h->kind == AM_LONG && !long_at)
         return "long payload outside this rank's segment";
     return NULL;
 }
 
+/* buf: where the message's payload is (segment, gathered or in place). */
 static void am_net_run(uint32_t peer, enum am_class cls, const struct am_net_hdr *h, const uint64_t *args,
-                       void *medium)
+                       void *buf)
 {
-    void *buf = h->kind == AM_LONG ? am_long_target(h) : h->kind == AM_MEDIUM ? medium : NULL;
-    am_run_handler((int)peer, cls, h->handler, h->nargs, args, buf, h->total);
+    am_run_handler((int)peer, cls, h->handler, h->nargs, args, h->kind == AM_SHORT ? NULL : buf, h->total);
 }
 
 static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned char *p, size_t len)
@@ -204,7 +205,8 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
             return;
         }
     }
-    const char *bad = am_check_fragment(&h, len, first);
+    char *long_at = h.kind == AM_LONG ? am_long_target(&h) : NULL;
+    const char *bad = am_check_fragment(&h, len, first, long_at);
     if (!bad && rx && !first && (h.frag_off != rx->next_off || h.handler != rx->h.handler ||
                                  h.kind != rx->h.kind || h.total != rx->h.total || h.seg != rx->h.seg ||
                                  h.offset != rx->h.offset))
@@ -220,10 +222,10 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
     uint64_t args[SHOAL_AM_MAX_ARGS];
     if (first)
         memcpy(args, p + sizeof h, 8 * (size_t)h.nargs);
-    if (!rx) { /* the whole message: hand its payload over in place */
-        if (h.kind == AM_LONG && n)
-            memcpy(am_long_target(&h), p + at, n);
-        am_net_run(peer, cls, &h, args, (void *)(p + at));
+    if (!rx) { /* the whole message: a medium's payload is handed over in place */
+        if (long_at && n)
+            memcpy(long_at, p + at, n);
+        am_net_run(peer, cls, &h, args, long_at ? long_at : (void *)(p + at));
         return;
     }
     if (first) {
@@ -237,12 +239,12 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
         }
         rx->busy = 1;
     }
-    char *dst = h.kind == AM_LONG ? am_long_target(&h) : rx->buf;
+    char *dst = long_at ? long_at : rx->buf;
     memcpy(dst + h.frag_off, p + at, n);
     rx->next_off = h.frag_off + (uint32_t)n;
     if (rx->next_off == h.total) {
         rx->busy = 0;
-        am_net_run(peer, cls, &rx->h, rx->args, rx->buf);
+        am_net_run(peer, cls, &rx->h, rx->args, dst);
     }
 }
 

@@ -76,29 +76,27 @@ void eth_close(struct eth_sock *s)
     s->fd = -1;
 }
 
+struct eth_batch {
+    const struct eth_sock *s;
+    const struct eth_frame *f;
+};
+
+static void describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
+                     struct sockaddr_storage *to)
+{
+    const struct eth_batch *b = ctx;
+    const struct eth_frame *f = &b->f[i];
+    struct sockaddr_ll *ll = (struct sockaddr_ll *)to;
+    *ll = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
+                               .sll_ifindex = b->s->ifindex, .sll_halen = 6};
+    memcpy(ll->sll_addr, f->peer.mac, 6);
+    sock_msg(m, iov, f->buf, f->len, f->tail, f->tail_len, to, sizeof *ll);
+}
+
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
 {
-    struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
-    struct sockaddr_ll to[SOCK_BATCH];
-    unsigned done = 0;
-    while (done < n) {
-        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
-        for (unsigned i = 0; i < k; i++) {
-            to[i] = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
-                                         .sll_ifindex = s->ifindex, .sll_halen = 6};
-            memcpy(to[i].sll_addr, f[done + i].peer.mac, 6);
-            sock_msg(&msgs[i], iov[i], f[done + i].buf, f[done + i].len, f[done + i].tail, f[done + i].tail_len, &to[i],
-                     sizeof to[i]);
-        }
-        int sent = sock_send(s->fd, msgs, k, "raw Ethernet");
-        if (sent < 0)
-            return sent;
-        done += (unsigned)sent;
-        if ((unsigned)sent < k)
-            break;
-    }
-    return (int)done;
+    struct eth_batch b = {s, f};
+    return sock_send(s->fd, n, describe, &b, "raw Ethernet");
 }
 
 /* A frame can carry bytes after the packet (a NIC that delivers the FCS);
@@ -121,22 +119,6 @@ int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct e
                  : trimmed(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
         if (from)
             memcpy(from[i].mac, ((struct sockaddr_ll *)&rx->from[i])->sll_addr, 6);
-    }
-    return got;
-}
-
-int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n)
-{
-    struct sock_rx rx;
-    size_t len[SOCK_BATCH];
-    struct eth_endpoint from[SOCK_BATCH];
-    rx.n = n < SOCK_BATCH ? n : SOCK_BATCH;
-    for (unsigned i = 0; i < rx.n; i++)
-        sock_rx_set(&rx, i, f[i].buf, f[i].len);
-    int got = eth_recv_batch(s, &rx, len, from);
-    for (int i = 0; i < got; i++) {
-        f[i].len = len[i];
-        f[i].peer = from[i];
     }
     return got;
 }

@@ -22,10 +22,10 @@ struct eth_sock {
 
 struct eth_frame {
     void *buf;  /* the shoal packet (no Ethernet header) */
-    size_t len; /* bytes to send; received: the packet's bytes (anything after its length cut) */
+    size_t len;
     const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
     size_t tail_len;
-    struct eth_endpoint peer; /* destination; received: source */
+    struct eth_endpoint peer; /* destination */
 };
 
 extern const struct eth_endpoint eth_broadcast;
@@ -34,12 +34,11 @@ extern const struct eth_endpoint eth_broadcast;
  * have no addresses to match). */
 int eth_open(struct eth_sock *s, const char *name, int sockbuf);
 void eth_close(struct eth_sock *s);
-/* As udp_send / udp_recv; the kernel never hands back frames this socket
- * sent itself (PACKET_IGNORE_OUTGOING, which eth_open requires). */
+/* As udp_send / udp_recv_batch; the kernel never hands back frames this
+ * socket sent itself (PACKET_IGNORE_OUTGOING, which eth_open requires).
+ * Receiving: len[i] per frame (0 if truncated, else trimmed to the
+ * packet's own length), from[i] its source (from may be NULL). */
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n);
-int eth_recv(struct eth_sock *s, struct eth_frame *f, unsigned n);
-/* The same into a prepared batch (sock.h): len[i] per frame (0 if
- * truncated, else trimmed), from[i] its source (from may be NULL). */
 struct sock_rx;
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from);
 

@@ -25,7 +25,8 @@ void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, con
                                       .msg_iovlen = tail ? 2 : 1}};
 }
 
-int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what)
+/* One batch: how many of the n the kernel took. */
+static int send_batch(int fd, struct mmsghdr *m, unsigned n, const char *what)
 {
     unsigned done = 0;
     while (done < n) {
@@ -40,6 +41,26 @@ int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what)
             LOG(LOG_ERROR, "sendmmsg on the %s socket: %s", what, strerror(errno));
             return SHOAL_ESYS;
         }
+    }
+    return (int)done;
+}
+
+int sock_send(int fd, unsigned n, sock_dgram_fn describe, const void *ctx, const char *what)
+{
+    struct mmsghdr msgs[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH][2];
+    struct sockaddr_storage to[SOCK_BATCH];
+    unsigned done = 0;
+    while (done < n) {
+        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
+        for (unsigned i = 0; i < k; i++)
+            describe(ctx, done + i, &msgs[i], iov[i], &to[i]);
+        int sent = send_batch(fd, msgs, k, what);
+        if (sent < 0)
+            return sent;
+        done += (unsigned)sent;
+        if ((unsigned)sent < k)
+            break;
     }
     return (int)done;
 }

@@ -18,10 +18,15 @@ void sock_set_buffers(int fd, int bytes);
 void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
               void *name, socklen_t namelen);
 
-/* Sends n (≤ SOCK_BATCH) prepared datagrams: how many the kernel took (fewer
- * when its buffer filled), or SHOAL_ESYS on another error (logged, `what`
- * naming the socket). */
-int sock_send(int fd, struct mmsghdr *m, unsigned n, const char *what);
+/* Describes datagram i of a send: points m at it with sock_msg (iov and to
+ * are its room for the parts and the address). */
+typedef void (*sock_dgram_fn)(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
+                              struct sockaddr_storage *to);
+
+/* Sends n datagrams, SOCK_BATCH per system call: how many the kernel took
+ * (fewer when its buffer filled), or SHOAL_ESYS on another error (logged,
+ * `what` naming the socket). */
+int sock_send(int fd, unsigned n, sock_dgram_fn describe, const void *ctx, const char *what);
 
 /* Receives up to n prepared datagrams without blocking: how many arrived,
  * or SHOAL_ESYS. */

@@ -213,26 +213,16 @@ void udp_close(struct udp_sock *s)
     s->fd = -1;
 }
 
+static void describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
+                     struct sockaddr_storage *to)
+{
+    const struct udp_packet *p = (const struct udp_packet *)ctx + i;
+    sock_msg(m, iov, p->buf, p->len, p->tail, p->tail_len, to, sockaddr_of(&p->peer, to));
+}
+
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 {
-    struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
-    struct sockaddr_storage to[SOCK_BATCH];
-    unsigned done = 0;
-    while (done < n) {
-        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
-        for (unsigned i = 0; i < k; i++) {
-            const struct udp_packet *p = &pkts[done + i];
-            sock_msg(&msgs[i], iov[i], p->buf, p->len, p->tail, p->tail_len, &to[i], sockaddr_of(&p->peer, &to[i]));
-        }
-        int sent = sock_send(s->fd, msgs, k, "UDP");
-        if (sent < 0)
-            return sent;
-        done += (unsigned)sent;
-        if ((unsigned)sent < k)
-            break;
-    }
-    return (int)done;
+    return sock_send(s->fd, n, describe, pkts, "UDP");
 }
 
 int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)
@@ -242,22 +232,6 @@ int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct u
         len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
         if (from)
             endpoint_of((struct sockaddr *)&rx->from[i], &from[i]);
-    }
-    return got;
-}
-
-int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n)
-{
-    struct sock_rx rx;
-    size_t len[SOCK_BATCH];
-    struct udp_endpoint from[SOCK_BATCH];
-    rx.n = n < SOCK_BATCH ? n : SOCK_BATCH;
-    for (unsigned i = 0; i < rx.n; i++)
-        sock_rx_set(&rx, i, pkts[i].buf, pkts[i].len);
-    int got = udp_recv_batch(s, &rx, len, from);
-    for (int i = 0; i < got; i++) {
-        pkts[i].len = len[i];
-        pkts[i].peer = from[i];
     }
     return got;
 }

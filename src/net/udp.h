@@ -26,10 +26,10 @@ struct udp_sock {
     unsigned mtu;    /* its MTU: the largest IP packet one datagram may take unfragmented */
 };
 
-/* A datagram to send or one received. */
+/* A datagram to send. */
 struct udp_packet {
     void *buf;
-    size_t len; /* bytes to send; received: bytes that arrived */
+    size_t len;
     const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
     size_t tail_len;
     struct udp_endpoint peer;
@@ -52,13 +52,9 @@ void udp_close(struct udp_sock *s);
  * full), or a negative SHOAL_E* code on an error other than a full buffer. */
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
 
-/* Receives up to n datagrams into pkts[i].buf (pkts[i].len bytes of room;
- * replaced by the length received, truncated datagrams have len 0) without
- * blocking; returns how many arrived. */
-int udp_recv(struct udp_sock *s, struct udp_packet *pkts, unsigned n);
-
-/* The same into a prepared batch (sock.h): len[i] per datagram (0 if
- * truncated), from[i] its source (from may be NULL). */
+/* Receives, without blocking, into the buffers rx describes (sock.h): how
+ * many datagrams arrived; len[i] per datagram (0 if truncated), from[i]
+ * its source (from may be NULL). */
 struct sock_rx;
 int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from);
 /* Text form "1.2.3.4:5000" / "[fd00::1]:5000" for messages. */

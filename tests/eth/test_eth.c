@@ -7,6 +7,7 @@
  * does by rank. */
 #include "../common/check.h"
 #include "net/eth.h"
+#include "net/sock.h"
 
 #include <shoal.h>
 #include <string.h>
@@ -48,17 +49,18 @@ int main(void)
     }
     int seen[N] = {0}, got = 0;
     static char in[16][256];
+    struct sock_rx rx = {.n = 16};
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, in[i], sizeof in[i]);
     while (got < N) {
-        struct eth_frame rx[16];
-        for (int i = 0; i < 16; i++)
-            rx[i] = (struct eth_frame){.buf = in[i], .len = sizeof in[i]};
-        int k = eth_recv(&b, rx, 16);
-        CHECK(k >= 0, "eth_recv: %d", k);
+        size_t len[16];
+        int k = eth_recv_batch(&b, &rx, len, NULL);
+        CHECK(k >= 0, "eth_recv_batch: %d", k);
         for (int i = 0; i < k; i++) {
             if (memcmp(in[i], "shoal-eth-test", 14) != 0)
                 continue; /* another program's frame of this EtherType */
             int id = (unsigned char)in[i][14];
-            CHECK(id < N && rx[i].len == 64 + (size_t)id && !seen[id], "frame %d of %zu bytes", id, rx[i].len);
+            CHECK(id < N && len[i] == 64 + (size_t)id && !seen[id], "frame %d of %zu bytes", id, len[i]);
             seen[id] = 1;
             got++;
         }

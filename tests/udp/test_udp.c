@@ -2,6 +2,7 @@
  * SHOAL_ECONFIG), a taken port range fails, and batches of datagrams
  * arrive whole, in any order the kernel keeps, with their source. */
 #include "../common/check.h"
+#include "net/sock.h"
 #include "net/udp.h"
 
 #include <shoal.h>
@@ -65,18 +66,20 @@ static void check_traffic(void)
     }
     static char in[N][128];
     int seen[N] = {0}, got = 0;
+    struct sock_rx rx = {.n = 16};
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, in[i], sizeof in[i]);
     while (got < N) {
-        struct udp_packet rx[16];
-        for (int i = 0; i < 16; i++)
-            rx[i] = (struct udp_packet){.buf = in[i], .len = sizeof in[i]};
-        int k = udp_recv(&b, rx, 16);
-        CHECK(k >= 0, "udp_recv: %d", k);
+        size_t len[16];
+        struct udp_endpoint from[16];
+        int k = udp_recv_batch(&b, &rx, len, from);
+        CHECK(k >= 0, "udp_recv_batch: %d", k);
         for (int i = 0; i < k; i++) {
-            CHECK(rx[i].len >= 1 && rx[i].peer.port == a.self.port, "datagram of %zu bytes from port %u", rx[i].len,
-                  (unsigned)rx[i].peer.port);
+            CHECK(len[i] >= 1 && from[i].port == a.self.port, "datagram of %zu bytes from port %u", len[i],
+                  (unsigned)from[i].port);
             int id = (unsigned char)in[i][0];
-            CHECK(id < N && rx[i].len == 1 + (size_t)id % 100 && !seen[id], "datagram %d of %zu bytes", id, rx[i].len);
-            for (size_t j = 0; j < rx[i].len; j++)
+            CHECK(id < N && len[i] == 1 + (size_t)id % 100 && !seen[id], "datagram %d of %zu bytes", id, len[i]);
+            for (size_t j = 0; j < len[i]; j++)
                 CHECK((unsigned char)in[i][j] == id, "byte %zu of datagram %d", j, id);
             seen[id] = 1;
             got++;
@@ -87,11 +90,13 @@ static void check_traffic(void)
     struct udp_packet big = {.buf = out[0], .len = 100, .peer = b.self};
     CHECK(udp_send(&a, &big, 1) == 1, "send");
     char small[10];
-    struct udp_packet rx = {.buf = small, .len = sizeof small};
+    struct sock_rx one = {.n = 1};
+    sock_rx_set(&one, 0, small, sizeof small);
+    size_t len;
     int k;
-    while ((k = udp_recv(&b, &rx, 1)) == 0)
+    while ((k = udp_recv_batch(&b, &one, &len, NULL)) == 0)
         TEST_DEADLINE(t0, 10, "the large datagram");
-    CHECK(k == 1 && rx.len == 0, "truncated datagram reported as %zu bytes", rx.len);
+    CHECK(k == 1 && len == 0, "truncated datagram reported as %zu bytes", len);
     udp_close(&a);
     udp_close(&b);
 }
@@ -106,13 +111,17 @@ static void check_ipv6(void)
     CHECK_RC(udp_open(&a, "::1", 0, 0, 0), SHOAL_OK);
     CHECK_RC(udp_open(&b, "::1/128", 0, 0, 0), SHOAL_OK);
     char msg[] = "over six", got[16];
-    struct udp_packet tx = {.buf = msg, .len = sizeof msg, .peer = b.self}, rx = {.buf = got, .len = sizeof got};
+    struct udp_packet tx = {.buf = msg, .len = sizeof msg, .peer = b.self};
+    struct sock_rx rx = {.n = 1};
+    sock_rx_set(&rx, 0, got, sizeof got);
+    size_t len;
+    struct udp_endpoint from;
     CHECK(udp_send(&a, &tx, 1) == 1, "send over IPv6");
     double t0 = test_now();
-    while (udp_recv(&b, &rx, 1) == 0)
+    while (udp_recv_batch(&b, &rx, &len, &from) == 0)
         TEST_DEADLINE(t0, 10, "the IPv6 datagram");
-    CHECK(rx.len == sizeof msg && !memcmp(got, msg, sizeof msg) && rx.peer.family == 6 && rx.peer.port == a.self.port,
-          "IPv6 datagram of %zu bytes", rx.len);
+    CHECK(len == sizeof msg && !memcmp(got, msg, sizeof msg) && from.family == 6 && from.port == a.self.port,
+          "IPv6 datagram of %zu bytes", len);
     udp_close(&a);
     udp_close(&b);
 }
