@@ -95,8 +95,11 @@ static int map_job(int fd, uint64_t size, uint64_t job_id, const struct boot_job
         LOG(LOG_ERROR, "cannot map the job control block: %s", strerror(errno));
         return SHOAL_EBOOT;
     }
+    int bad_host = j->nhosts == 0 || j->nhosts > size;
+    for (uint64_t r = 0; r < size && !bad_host && j->version == BOOT_JOB_VERSION; r++)
+        bad_host = j->host[r] >= j->nhosts;
     if (j->magic != BOOT_JOB_MAGIC || j->version != BOOT_JOB_VERSION || j->size != size ||
-        j->job_id != job_id) {
+        j->job_id != job_id || bad_host) {
         LOG(LOG_ERROR, "job control block does not match this job (version %u, expected %u; "
                        "%u ranks, expected %llu)", j->version, BOOT_JOB_VERSION, j->size,
             (unsigned long long)size);
@@ -179,7 +182,8 @@ static int init_launched(struct boot_info *out)
         st.sock = -1;
         return rc;
     }
-    *out = (struct boot_info){.rank = st.rank, .size = st.size, .job_id = job_id, .job = st.job};
+    *out = (struct boot_info){.rank = st.rank, .size = st.size, .job_id = job_id,
+                              .host = st.job->host[st.rank], .job = st.job};
     return SHOAL_OK;
 }
 
@@ -275,13 +279,41 @@ static void reserve_fds(int count)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+int boot_host_of(int rank)
+{
+    return st.job && rank >= 0 && rank < st.size ? st.job->host[rank] : 0;
+}
+
+int boot_rank_local(int rank)
+{
+    if (rank == st.rank)
+        return 1;
+    return util_config_int(CFG_NET_LOCAL) != 1 && boot_host_of(rank) == boot_host_of(st.rank);
+}
+
+/* The ranks of this host, in rank order: the launcher sends their
+ * descriptors in that order (FDS's arg indexes this list). */
+static int local_ranks(int *list)
+{
+    int n = 0;
+    for (int r = 0; r < st.size; r++)
+        if (boot_host_of(r) == boot_host_of(st.rank))
+            list[n++] = r;
+    return n;
+}
+
 static int recv_fds(int *fds)
 {
-    int got = 0, rc = SHOAL_OK;
-    while (got < st.size && rc == SHOAL_OK) {
+    int *local = malloc((size_t)st.size * sizeof *local);
+    if (!local)
+        return SHOAL_ENOMEM;
+    int nlocal = local_ranks(local), got = 0, rc = SHOAL_OK;
+    for (int r = 0; r < st.size; r++)
+        fds[r] = -1;
+    while (got < nlocal && rc == SHOAL_OK) {
         struct boot_msg_hdr h;
         int batch[BOOT_PROTO_MAX_FDS], n = 0;
-        int want = st.size - got < BOOT_PROTO_MAX_FDS ? st.size - got : BOOT_PROTO_MAX_FDS;
+        int want = nlocal - got < BOOT_PROTO_MAX_FDS ? nlocal - got : BOOT_PROTO_MAX_FDS;
         rc = recv_msg(BOOT_MSG_FDS, &h, NULL, 0, batch, &n);
         if (rc == SHOAL_OK && (h.arg != (uint32_t)got || n != want)) {
             LOG(LOG_ERROR, "launcher sent descriptors %u..+%d, expected %d..+%d", h.arg, n, got, want);
@@ -289,7 +321,7 @@ static int recv_fds(int *fds)
         }
         for (int i = 0; i < n; i++) {
             if (rc == SHOAL_OK)
-                fds[got + i] = batch[i];
+                fds[local[got + i]] = batch[i];
             else
                 close(batch[i]);
         }
@@ -298,9 +330,11 @@ static int recv_fds(int *fds)
     }
     if (rc)
         while (got > 0) {
-            close(fds[--got]);
-            fds[got] = -1; /* the caller may close what it was given */
+            got--;
+            close(fds[local[got]]);
+            fds[local[got]] = -1; /* the caller may close what it was given */
         }
+    free(local);
     return rc;
 }
 

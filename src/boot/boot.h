@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define BOOT_JOB_MAGIC 0x53484f414c4a4f42ull /* "SHOALJOB" */
-#define BOOT_JOB_VERSION 1
+#define BOOT_JOB_VERSION 2
 #define BOOT_MAX_RANKS 4096
 
 /* Job control block: one memfd created by shoalrun, mapped by every rank.
@@ -28,16 +28,19 @@ struct boot_job_block {
     _Atomic uint32_t failed;      /* 0 while the job runs; 1 once a rank failed */
     int32_t failed_rank;          /* valid once failed == 1 */
     int32_t failed_status;        /* waitpid status of that rank */
-    uint32_t reserved;
+    uint32_t nhosts;              /* hosts the job runs on, 1.. */
     char failed_reason[256];      /* "exited with status 3", "killed by signal 9 (Killed)" */
     int32_t pid[BOOT_MAX_RANKS];  /* pid of each rank, filled before exec and
-                                   * replaced by the joined process's on HELLO */
+                                   * replaced by the joined process's on HELLO;
+                                   * 0 for ranks on other hosts */
+    uint16_t host[BOOT_MAX_RANKS]; /* host index (0..nhosts-1) of each rank */
 };
 
 struct boot_info {
     int rank;
     int size;
     uint64_t job_id;
+    int host;                     /* this rank's host index */
     int singleton;                /* started without shoalrun */
     const struct boot_job_block *job; /* NULL for a singleton */
 };
@@ -47,9 +50,17 @@ struct boot_info {
 int boot_init(struct boot_info *out);
 
 /* Collective fd exchange: every rank contributes one descriptor; on return
- * fds[r] is an open descriptor for rank r's (fds[rank] a dup of my_fd).
- * The caller closes them. */
+ * fds[r] is an open descriptor for rank r's (fds[rank] a dup of my_fd) for
+ * every rank on this host, and -1 for ranks elsewhere (descriptors do not
+ * cross hosts).  The caller closes them. */
 int boot_exchange_fd(int my_fd, int *fds);
+
+/* Host index of rank r (0 for a singleton).  Ranks with the same index
+ * share a host and reach each other over shared memory. */
+int boot_host_of(int rank);
+/* Non-zero when rank r reaches this rank over shared memory: it runs on this
+ * host and SHOAL_NET_LOCAL=1 (every peer over the network) is not set. */
+int boot_rank_local(int rank);
 
 /* Collective: each rank contributes len bytes; all receives size*len bytes
  * ordered by rank. */

@@ -1034,6 +1034,7 @@ static void make_job_block(void)
     L.job->magic = BOOT_JOB_MAGIC;
     L.job->version = BOOT_JOB_VERSION;
     L.job->size = (uint32_t)L.np;
+    L.job->nhosts = 1; /* every rank on this host: host[] stays 0 */
     /* 63 bits: SHOAL_JOB_ID is validated as a signed 64-bit number. */
     L.job->job_id = id & (uint64_t)INT64_MAX;
 }
