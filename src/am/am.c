@@ -174,7 +174,8 @@ unsigned am_poll(int replies_only)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
                               memory_order_release);
     struct ring_rx *rx = am.shm->rx;
-    for (int p = 0; p < am.nranks; p++, rx += SHM_CLASSES) {
+    for (int i = 0; i < am.shm->nlocal; i++, rx += SHM_CLASSES) {
+        int p = am.shm->local[i];
         done += am_poll_ring(&rx[AM_REP], p, AM_REP);
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);

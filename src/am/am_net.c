@@ -11,6 +11,7 @@
  * fragments before it can start another of that class (handlers, which
  * run while it waits, only send replies).  Layout: docs/WIRE.md §10. */
 #include "am/am.h"
+#include "boot/boot.h"
 #include "net/net.h"
 #include "util/util.h"
 
@@ -264,27 +265,34 @@ static uint64_t am_net_block_ns(void)
 {
     const char *mode = util_config_str(CFG_NET_WAIT);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int block = !strcmp(mode, "block") || (!strcmp(mode, "auto") && cores > 0 && am.nranks > cores);
+    int here = 0; /* processes on this host, whatever transport they use */
+    for (int r = 0; r < am.nranks; r++)
+        here += boot_host_of(r) == boot_host_of(am.rank);
+    int block = !strcmp(mode, "block") || (!strcmp(mode, "auto") && cores > 0 && here > cores);
     if (!block)
         return 0;
-    for (int r = 0; r < am.nranks; r++)
-        if (r != am.rank && !am.remote[r])
-            return AM_NAP_NS;
-    return AM_BLOCK_NS;
+    return am.shm->nlocal > 1 ? AM_NAP_NS : AM_BLOCK_NS;
 }
 
 int am_net_init(uint64_t job_id)
 {
     const char *transport = util_config_str(CFG_TRANSPORT);
-    int all = util_config_int(CFG_NET_LOCAL) == 1;
-    if (strcmp(transport, "shm") == 0 || am.nranks == 1 || !all)
-        return SHOAL_OK; /* every peer is on this host: shm reaches them all */
+    if (am.shm->nlocal == am.nranks)
+        return SHOAL_OK; /* every peer is reached over shm */
+    int elsewhere = 0;
+    while (am.shm->local_index[elsewhere] >= 0)
+        elsewhere++;
+    if (strcmp(transport, "shm") == 0) {
+        LOG(LOG_ERROR, "rank %d runs on another host (host %d, this is host %d) but SHOAL_TRANSPORT=shm "
+            "reaches only this host; use udp or eth", elsewhere, boot_host_of(elsewhere), boot_host_of(am.rank));
+        return SHOAL_EINVAL;
+    }
     am.remote = calloc((size_t)am.nranks, 1);
     am.net_barrier = calloc(SHM_BARRIER_ROUNDS, sizeof *am.net_barrier);
     if (!am.remote || !am.net_barrier)
         return SHOAL_ENOMEM;
     for (int r = 0; r < am.nranks; r++)
-        am.remote[r] = r != am.rank;
+        am.remote[r] = am.shm->local_index[r] < 0;
     int rc = net_init(am.rank, am.nranks, job_id, transport, am_net_deliver);
     if (rc)
         return rc;

@@ -132,7 +132,8 @@ static void close_fds(int *fds, int nranks)
 /* What one rank reports in the agreement round of shm_exchange_alloc. */
 struct shm_alloc_result {
     int32_t alloc_rc; /* its own allocation */
-    int32_t map_rc;   /* mapping everyone's */
+    int32_t map_rc;   /* mapping its host's */
+    uint64_t bytes;   /* its allocation's size, for ranks on other hosts */
 };
 
 int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
@@ -141,7 +142,7 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
     /* Every rank joins the exchange even when its own allocation failed (with
      * an empty placeholder), then all agree on the outcome, so one rank's
      * failure is every rank's failure and the collective never hangs. */
-    struct shm_alloc_result mine = {0, 0};
+    struct shm_alloc_result mine = {0, 0, bytes};
     int myfd = -1;
     void *p;
     mine.alloc_rc = shm_alloc(name, bytes, &myfd, &p);
@@ -162,6 +163,8 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
     close(myfd);
     for (int r = 0; r < nranks && rc == SHOAL_OK && mine.alloc_rc == SHOAL_OK && !mine.map_rc; r++) {
         struct stat sb;
+        if (!boot_rank_local(r))
+            continue; /* reached over the network: its memory stays there */
         if (fstat(fds[r], &sb) == 0 && sb.st_size == 0)
             mine.map_rc = SHOAL_ENOMEM; /* that rank's placeholder: it reports its own failure */
         else
@@ -174,6 +177,9 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
         rc = all[r].alloc_rc;
     for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
         rc = all[r].map_rc;
+    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
+        if (!bases[r])
+            sizes[r] = all[r].bytes;
     free(all);
     if (rc)
         for (int r = 0; r < nranks; r++)
@@ -184,6 +190,7 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
     return rc;
 }
 
+/* nranks: the ranks of this host, each with rings in every inbox. */
 static int check_region(const struct shm_region_header *h, int r, int nranks, uint32_t slots, size_t bytes)
 {
     if (h->magic != SHM_MAGIC || h->version != SHM_LAYOUT_VERSION || h->owner_rank != (uint32_t)r ||
@@ -207,39 +214,59 @@ static struct ring_head *ring_head_of(void *region, int sender, unsigned cls)
     return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * SHM_CLASSES + cls;
 }
 
+/* The ranks this one reaches over shared memory, in rank order. */
+static int find_local(struct shm_state *st)
+{
+    st->local = malloc((size_t)st->nranks * sizeof *st->local);
+    st->local_index = malloc((size_t)st->nranks * sizeof *st->local_index);
+    if (!st->local || !st->local_index)
+        return SHOAL_ENOMEM;
+    for (int r = 0; r < st->nranks; r++) {
+        st->local_index[r] = boot_rank_local(r) ? st->nlocal : -1;
+        if (st->local_index[r] >= 0)
+            st->local[st->nlocal++] = r;
+    }
+    return SHOAL_OK;
+}
+
 int shm_init(struct shm_state *st, int rank, int nranks)
 {
     memset(st, 0, sizeof *st);
     st->rank = rank;
     st->nranks = nranks;
-    st->ring_slots = shm_default_ring_slots(nranks);
-    st->region_bytes = shm_region_bytes(nranks, st->ring_slots);
+    int rc = find_local(st);
+    if (rc)
+        return rc;
+    int n = st->nlocal;
+    st->ring_slots = shm_default_ring_slots(n);
+    st->region_bytes = shm_region_bytes(n, st->ring_slots);
     st->regions = calloc((size_t)nranks, sizeof *st->regions);
     size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
     st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
-    st->rx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->rx);
+    st->rx = calloc((size_t)n * SHM_CLASSES, sizeof *st->rx);
     if (!st->regions || !sizes || !st->tx || !st->rx)
         return SHOAL_ENOMEM;
     struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
-                                  .owner_rank = (uint32_t)rank, .nranks = (uint32_t)nranks,
-                                  .ring_slots = st->ring_slots, .rings_offset = rings_offset(nranks),
+                                  .owner_rank = (uint32_t)rank, .nranks = (uint32_t)n,
+                                  .ring_slots = st->ring_slots, .rings_offset = rings_offset(n),
                                   .total_bytes = st->region_bytes, .owner_pid = getpid()};
-    int rc = shm_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
-    for (int r = 0; r < nranks && rc == SHOAL_OK; r++)
-        rc = check_region(st->regions[r], r, nranks, st->ring_slots, sizes[r]);
+    rc = shm_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
+    for (int i = 0; i < n && rc == SHOAL_OK; i++)
+        rc = check_region(st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
     if (rc)
         return rc;
     void *mine = st->regions[rank];
-    for (int peer = 0; peer < nranks; peer++) {
+    int me = st->local_index[rank];
+    for (int i = 0; i < n; i++) {
+        int peer = st->local[i];
         for (unsigned c = 0; c < SHM_CLASSES; c++) {
             rc = ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
-                              ring_base(st->regions[peer], nranks, st->ring_slots, rank, c),
-                              ring_head_of(st->regions[peer], rank, c), st->ring_slots);
+                              ring_base(st->regions[peer], n, st->ring_slots, me, c),
+                              ring_head_of(st->regions[peer], me, c), st->ring_slots);
             if (rc)
                 return rc;
-            ring_rx_init(&st->rx[(size_t)peer * SHM_CLASSES + c],
-                         ring_base(mine, nranks, st->ring_slots, peer, c),
-                         ring_head_of(mine, peer, c), st->ring_slots);
+            ring_rx_init(&st->rx[(size_t)i * SHM_CLASSES + c], ring_base(mine, n, st->ring_slots, i, c),
+                         ring_head_of(mine, i, c), st->ring_slots);
         }
     }
     return SHOAL_OK;
@@ -252,10 +279,13 @@ void shm_fini(struct shm_state *st)
             munmap(st->regions[r], st->region_sizes[r]);
     free(st->regions);
     free(st->region_sizes);
-    for (size_t i = 0; st->tx && i < (size_t)st->nranks * SHM_CLASSES; i++)
-        ring_tx_fini(&st->tx[i]);
+    for (int i = 0; st->tx && i < st->nlocal; i++)
+        for (unsigned c = 0; c < SHM_CLASSES; c++)
+            ring_tx_fini(&st->tx[(size_t)st->local[i] * SHM_CLASSES + c]);
     free(st->tx);
     free(st->rx);
+    free(st->local);
+    free(st->local_index);
     memset(st, 0, sizeof *st);
 }
 
@@ -285,6 +315,8 @@ static int heap_map_all(struct shm_heap *h, const int *fds)
 {
     for (int r = 0; r < h->nranks; r++) {
         struct stat sb;
+        if (!boot_rank_local(r))
+            continue;
         if (fstat(fds[r], &sb) != 0 || (size_t)sb.st_size != h->bytes) {
             LOG(LOG_ERROR, "heap of rank %d has %lld bytes, this rank expects %zu: "
                 "all ranks must use the same SHOAL_RMA_HEAP", r, (long long)sb.st_size, h->bytes);
@@ -311,7 +343,7 @@ int shm_heap_init(struct shm_heap *h, size_t bytes, int nranks)
     int myfd = h->fd >= 0 ? h->fd : memfd_create("shoal-placeholder", MFD_CLOEXEC);
     if (!h->bases || !fds || myfd < 0)
         util_fatal("cannot take part in the heap exchange");
-    struct shm_alloc_result mine = {h->fd >= 0 ? SHOAL_OK : SHOAL_ESYS, 0}, *all = calloc((size_t)nranks, sizeof *all);
+    struct shm_alloc_result mine = {h->fd >= 0 ? SHOAL_OK : SHOAL_ESYS, 0, bytes}, *all = calloc((size_t)nranks, sizeof *all);
     if (!all)
         util_fatal("cannot take part in the heap exchange");
     int rc = boot_exchange_fd(myfd, fds);

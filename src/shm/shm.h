@@ -11,7 +11,7 @@
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 1u
+#define SHM_LAYOUT_VERSION 2u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
@@ -21,7 +21,7 @@ struct shm_region_header {
     uint64_t magic;
     uint32_t version;
     uint32_t owner_rank;
-    uint32_t nranks;
+    uint32_t nranks;         /* ranks of this host: senders with rings here */
     uint32_t ring_slots;
     uint64_t rings_offset;
     uint64_t total_bytes;
@@ -38,24 +38,27 @@ struct shm_barrier_flag {
 struct shm_state {
     int rank;
     int nranks;
+    int nlocal;              /* ranks reached over shared memory, this one included */
+    int *local;              /* [nlocal]: those ranks, in rank order */
+    int *local_index;        /* [nranks]: index in local[], -1 for ranks on other hosts */
     uint32_t ring_slots;
-    void **regions;          /* regions[r]: rank r's inbox, mapped here */
+    void **regions;          /* regions[r]: rank r's inbox, mapped here (NULL: other host) */
     size_t *region_sizes;    /* as mapped (a peer's may differ if misconfigured) */
     size_t region_bytes;     /* this rank's */
-    struct ring_tx *tx;      /* [dest * SHM_CLASSES + class] */
-    struct ring_rx *rx;      /* [src * SHM_CLASSES + class] */
+    struct ring_tx *tx;      /* [dest * SHM_CLASSES + class]; local dests only */
+    struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
 };
 
-/* Geometry for nranks ranks: slots per ring (SHOAL_SHM_RING_SLOTS or the
- * default rule) and the region size. */
+/* Geometry for nranks ranks on one host: slots per ring
+ * (SHOAL_SHM_RING_SLOTS or the default rule) and the region size. */
 uint32_t shm_default_ring_slots(int nranks);
 size_t shm_region_bytes(int nranks, uint32_t ring_slots);
 
 /* memcpy for medium payloads into a ring (shm.c says why not plain memcpy). */
 void shm_copy(void *dst, const void *src, size_t n);
 
-/* Collective: creates this rank's inbox, exchanges descriptors, maps every
- * peer's inbox and validates its header. */
+/* Collective: creates this rank's inbox, exchanges descriptors, maps the
+ * inbox of every peer on this host (boot_rank_local) and validates it. */
 int shm_init(struct shm_state *st, int rank, int nranks);
 void shm_fini(struct shm_state *st);
 
@@ -69,8 +72,10 @@ int shm_alloc(const char *name, size_t bytes, int *fd, void **addr);
 int shm_map_fd(int fd, void **addr, size_t *bytes);
 
 /* Collective: every rank allocates `bytes`, writes head_len bytes of head
- * at its start (head may be NULL when head_len is 0), all map everyone's.  bases and
- * sizes have nranks entries, bases zeroed by the caller.  All ranks return
+ * at its start (head may be NULL when head_len is 0), and maps the
+ * allocations of the ranks on its host.  bases and sizes have nranks
+ * entries, bases zeroed by the caller; bases[r] stays NULL for a rank on
+ * another host, and sizes[r] is its allocation's size all the same.  All ranks return
  * the same status: if any rank's allocation or mapping failed, every rank
  * unmaps what it mapped and returns the first failure. */
 int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
@@ -82,7 +87,7 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
 struct shm_heap {
     int fd;         /* this rank's memfd (kept to reserve and release ranges) */
     size_t bytes;   /* every rank's heap size */
-    void **bases;   /* [nranks] */
+    void **bases;   /* [nranks]; NULL for ranks on other hosts */
     int nranks;
 };
 /* Collective, with failure agreement like shm_exchange_alloc. */
