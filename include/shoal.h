@@ -84,6 +84,17 @@ SHOAL_API int shoal_rank_local(int rank);
 SHOAL_API SHOAL_NORETURN void shoal_abort(int exitcode, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Called once when this rank learns that a peer failed (it exited, was
+ * killed, or stopped answering over the network past SHOAL_NET_DEAD_MS):
+ * rank is the failed peer (-1 when the launcher ended the job, e.g. on its
+ * timeout), reason the message shoal is about to print.  The job is ending:
+ * when fn returns, this rank exits with that message and status 1.  fn may
+ * run on the network progress thread and must not call shoal functions
+ * other than shoal_rank, shoal_size and shoal_wtime; use it to log or save
+ * state.  NULL removes it.  Cannot fail; callable at any time. */
+typedef void (*shoal_failure_handler_t)(int rank, const char *reason, void *arg);
+SHOAL_API void shoal_on_peer_failure(shoal_failure_handler_t fn, void *arg);
+
 /* Runs every handler whose message has arrived.  Not callable from a
  * handler (SHOAL_EHANDLER). Returns SHOAL_EPEERDEAD if a peer died. */
 SHOAL_API int shoal_poll(void);

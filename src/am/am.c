@@ -84,8 +84,8 @@ static void am_check_launcher(void)
     const char *reason;
     if (boot_peer_failed(&dead, &reason)) {
         if (dead < 0)
-            util_fatal("the launcher ended the job (%s)", reason);
-        util_fatal("peer rank %d %s; ending the job", dead, reason);
+            util_peer_fatal(-1, "the launcher ended the job (%s)", reason);
+        util_peer_fatal(dead, "peer rank %d %s; ending the job", dead, reason);
     }
 }
 

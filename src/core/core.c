@@ -133,6 +133,24 @@ _Noreturn void shoal_abort(int exitcode, const char *fmt, ...)
     util_fatal_v((exitcode & 0xff) ? exitcode & 0xff : 1, fmt, ap);
 }
 
+static struct {
+    shoal_failure_handler_t fn;
+    void *arg;
+} failure_handler;
+
+static void core_peer_failure(int rank, const char *msg)
+{
+    failure_handler.fn(rank, msg, failure_handler.arg);
+}
+
+void shoal_on_peer_failure(shoal_failure_handler_t fn, void *arg)
+{
+    util_peer_failure_hook = NULL; /* never a half-updated pair */
+    failure_handler.fn = fn;
+    failure_handler.arg = arg;
+    util_peer_failure_hook = fn ? core_peer_failure : NULL;
+}
+
 int shoal_poll(void)
 {
     int rc = core_blocking_entry("shoal_poll");

@@ -1,6 +1,8 @@
 /* Logging and fatal-error reporting that names rank and host. */
 #include "util.h"
 
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,28 @@ _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap)
         hook(exitcode, msg);
     }
     _exit(exitcode ? exitcode : 1);
+}
+
+void (*util_peer_failure_hook)(int rank, const char *msg);
+
+_Noreturn void util_peer_fatal(int rank, const char *fmt, ...)
+{
+    static atomic_flag claimed = ATOMIC_FLAG_INIT;
+    static _Thread_local int in_hook; /* the hook itself ran into the failure */
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    void (*hook)(int, const char *) = util_peer_failure_hook;
+    if (hook && !in_hook) {
+        if (atomic_flag_test_and_set(&claimed))
+            for (;;)
+                pause(); /* the thread that claimed it runs the hook, then exits */
+        in_hook = 1;
+        hook(rank, msg);
+    }
+    util_fatal("%s", msg);
 }
 
 _Noreturn void util_fatal(const char *fmt, ...)

@@ -71,6 +71,12 @@ _Noreturn void util_fatal(const char *fmt, ...) __attribute__((format(printf, 1,
 _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap);
 /* Called by util_fatal before exiting (set by core to notify the launcher). */
 extern void (*util_fatal_hook)(int exitcode, const char *msg);
+/* util_fatal for "peer `rank` failed" (-1: the launcher ended the job):
+ * first runs util_peer_failure_hook once per process (the application's
+ * failure handler).  A second thread that gets here meanwhile waits for
+ * the first to exit. */
+_Noreturn void util_peer_fatal(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern void (*util_peer_failure_hook)(int rank, const char *msg);
 const char *util_hostname(void);
 
 /* ---- time -------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs test_cluster stall: rank 1 stops itself (SIGSTOP), which the
 launcher does not see; rank 0 must find it silent over the network and end
-the job naming it within SHOAL_NET_DEAD_MS plus a second.
+the job naming it within SHOAL_NET_DEAD_MS plus a second, after running
+the failure handler it registered (shoal_on_peer_failure).
 Usage: check_stall.py SHOALRUN TEST_CLUSTER DEAD_MS"""
 import os
 import sys
@@ -12,5 +13,7 @@ from jobcheck import run_failing_job  # noqa: E402
 shoalrun, prog, dead_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
 env = dict(os.environ, SHOAL_NET_DEAD_MS=str(dead_ms))
 fail = run_failing_job([shoalrun, "--timeout", "30", "-n", "2", prog, "stall"], dead_ms / 1000 + 1.5,
-                       "peer rank 1 stopped answering", env=env)
+                       "peer rank 1 stopped answering", env=env,
+                       extra_checks=[lambda out: None if "failure handler of rank 0 (registered): rank 1: peer rank 1 "
+                                     "stopped answering" in out else "the failure handler did not run"])
 sys.exit(1 if fail else 0)

@@ -250,8 +250,14 @@ static void test_compute(void)
         printf("compute: rank 1 computed %.1f s without a call and stayed alive\n", 3 * dead_s);
 }
 
+static void on_failure(int rank, const char *reason, void *arg)
+{
+    fprintf(stderr, "failure handler of rank %d (%s): rank %d: %s\n", me, (const char *)arg, rank, reason);
+}
+
 static void test_stall(void)
 {
+    shoal_on_peer_failure(on_failure, "registered");
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (me == 1)
         raise(SIGSTOP); /* alive for the launcher, silent for the network */
