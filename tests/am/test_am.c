@@ -236,13 +236,16 @@ static void test_misuse(void)
 {
     uint64_t args[SHOAL_AM_MAX_ARGS + 1] = {0};
     char small[16] = {0};
-    /* locality: over the network for every other rank only when the job says so */
-    const char *transport = getenv("SHOAL_TRANSPORT"), *net_local = getenv("SHOAL_NET_LOCAL");
-    int networked = transport && strcmp(transport, "shm") && net_local && !strcmp(net_local, "1");
+    /* locality as the test's launch arranged it: every rank alone with
+     * SHOAL_NET_LOCAL=1, else blocks of TEST_RANKS_PER_HOST ranks
+     * (shoalrun --hosts), else all on one host */
+    const char *net_local = getenv("SHOAL_NET_LOCAL"), *per_host = getenv("TEST_RANKS_PER_HOST");
+    int block = net_local && !strcmp(net_local, "1") ? 1 : per_host ? atoi(per_host) : np;
+    CHECK(block > 0, "TEST_RANKS_PER_HOST=%s", per_host);
     CHECK_RC(shoal_rank_local(np), SHOAL_ERANK);
     CHECK_RC(shoal_rank_local(-1), SHOAL_ERANK);
     for (int r = 0; r < np; r++)
-        CHECK_RC(shoal_rank_local(r), r == me || !networked);
+        CHECK_RC(shoal_rank_local(r), r / block == me / block);
     CHECK_RC(shoal_am_request_short(np, H_COUNT, 0, shoal_noargs), SHOAL_ERANK);
     CHECK_RC(shoal_am_request_short(-1, H_COUNT, 0, shoal_noargs), SHOAL_ERANK);
     CHECK_RC(shoal_am_request_short(0, SHOAL_AM_MAX_HANDLERS, 0, shoal_noargs), SHOAL_EINVAL);
