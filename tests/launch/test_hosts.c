@@ -20,13 +20,6 @@ static int failures;
 
 static char err[1200];
 
-static void free_hosts(struct host *hs, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(hs[i].name);
-    free(hs);
-}
-
 /* Parses and places spec; "NAME=RANKS ..." of the result, or "!" + error. */
 static const char *place(const char *spec, int np)
 {
@@ -34,6 +27,7 @@ static const char *place(const char *spec, int np)
     struct host *hs;
     int n;
     if (hosts_parse_list(spec, &hs, &n, err, sizeof err) || hosts_place(hs, &n, np, err, sizeof err)) {
+        hosts_free(hs, n);
         snprintf(out, sizeof out, "!%s", err);
         return out;
     }
@@ -41,7 +35,7 @@ static const char *place(const char *spec, int np)
     for (int i = 0; i < n; i++)
         snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s=%d", i ? " " : "",
                  hs[i].name, hs[i].nranks);
-    free_hosts(hs, n);
+    hosts_free(hs, n);
     return out;
 }
 
@@ -86,13 +80,14 @@ static const char *file_place(const char *text, int np)
     struct host *hs;
     int n;
     if (hosts_parse_file(path, &hs, &n, err, sizeof err) || hosts_place(hs, &n, np, err, sizeof err)) {
+        hosts_free(hs, n);
         snprintf(out, sizeof out, "!%s", err);
     } else {
         out[0] = '\0';
         for (int i = 0; i < n; i++)
             snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s=%d", i ? " " : "",
                      hs[i].name, hs[i].nranks);
-        free_hosts(hs, n);
+        hosts_free(hs, n);
     }
     unlink(path);
     return out;

@@ -69,6 +69,24 @@ static int add_host(struct host **hs, int *n, const char *s, size_t len, int slo
     return 0;
 }
 
+void hosts_free(struct host *hs, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(hs[i].name);
+    free(hs);
+}
+
+/* On failure nothing stays allocated. */
+static int parsed(int rc, struct host **hs, int *n)
+{
+    if (rc) {
+        hosts_free(*hs, *n);
+        *hs = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 int hosts_parse_list(const char *spec, struct host **hs, int *n, char *err, size_t errlen)
 {
     *hs = NULL;
@@ -77,9 +95,10 @@ int hosts_parse_list(const char *spec, struct host **hs, int *n, char *err, size
         const char *end = strchrnul(p, ',');
         for (const char *c = p; c < end; c++)
             if (isspace((unsigned char)*c))
-                return fail(err, errlen, "--hosts: no spaces in host names (\"%s\")", spec);
+                return parsed(fail(err, errlen, "--hosts: no spaces in host names (\"%s\")", spec),
+                              hs, n);
         if (add_host(hs, n, p, (size_t)(end - p), 0, "--hosts", err, errlen))
-            return -1;
+            return parsed(-1, hs, n);
         if (!*end)
             return 0;
         p = end + 1;
@@ -121,7 +140,7 @@ int hosts_parse_file(const char *path, struct host **hs, int *n, char *err, size
     fclose(f);
     if (rc == 0 && *n == 0)
         rc = fail(err, errlen, "hostfile %s names no host", path);
-    return rc;
+    return parsed(rc, hs, n);
 }
 
 int hosts_place(struct host *hs, int *n, int np, char *err, size_t errlen)

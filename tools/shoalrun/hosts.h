@@ -13,10 +13,13 @@ struct host {
     int nranks;   /* ranks placed on it */
 };
 
-/* Parse "h1,h2:4,..." or a hostfile into a new array *hs of *n hosts.
- * Return 0, or -1 with the reason in err. */
+/* Parse "h1,h2:4,..." or a hostfile into a new array *hs of *n hosts
+ * (hosts_free releases it).  Return 0, or -1 with the reason in err and
+ * nothing allocated. */
 int hosts_parse_list(const char *spec, struct host **hs, int *n, char *err, size_t errlen);
 int hosts_parse_file(const char *path, struct host **hs, int *n, char *err, size_t errlen);
+
+void hosts_free(struct host *hs, int n);
 
 /* Places np ranks in blocks in host order and drops hosts left without a
  * rank (possible only with slots).  Return 0, or -1 with the reason. */

@@ -1177,9 +1177,9 @@ static int agent_job(struct chan_reader *m)
         uint16_t h = chan_get_u16(m);
         if (h >= nhosts)
             return -1;
-        L.r[i] = (struct rank){.sock = -1, .host = h, .local = L.nlocal,
+        /* Only this host's ranks have a place here (-1: spawn skips it). */
+        L.r[i] = (struct rank){.sock = -1, .host = h, .local = h == me ? L.nlocal++ : -1,
                                .out = {{.fd = -1}, {.fd = -1}}};
-        L.nlocal += h == me;
     }
     uint32_t argc = chan_get_u32(m);
     if (argc < 1 || argc > m->n)
@@ -1199,10 +1199,6 @@ static int agent_job(struct chan_reader *m)
     }
     if (!chan_done(m))
         return -1;
-    /* The host indices of other hosts' ranks mean nothing here. */
-    for (int i = 0; i < L.np; i++)
-        if (L.r[i].host != (int)me)
-            L.r[i].local = -1;
     make_job_block(id, (int)nhosts);
     for (int i = 0; i < L.np; i++)
         L.job->host[i] = (uint16_t)L.r[i].host;
