@@ -4,6 +4,9 @@
  *   kill R             rank R SIGKILLs itself; the others wait in a barrier
  *   kill-sleep R       same, but the others sleep outside shoal
  *   kill-ignore R      same, and the others ignore SIGTERM
+ *   kill-launcher R    rank R SIGKILLs its launcher (its parent: under
+ *                      shoalrun --hosts, the agent of its host); the
+ *                      others wait in a barrier
  *   exit R CODE        rank R exits with CODE; the others wait in a barrier
  *   abort R CODE       rank R reports an abort, then exits with CODE
  *   fatal R            rank R calls util_fatal with the abort hook set
@@ -106,6 +109,10 @@ static int victim(const char *mode, int target, long n)
     if (!strcmp(mode, "ok") || !strcmp(mode, "early")) {
         if (boot_barrier() != SHOAL_OK)
             return 1;
+    } else if (!strcmp(mode, "kill-launcher")) {
+        if (me)
+            kill(getppid(), SIGKILL);
+        wait_for_failure();
     } else if (!strncmp(mode, "kill", 4)) {
         if (me)
             raise(SIGKILL);

@@ -1,10 +1,21 @@
-/* shoalrun: starts an N-rank shoal job on this host.  It owns the job
- * control block, serves the boot protocol on one socket per rank (both
- * specified in docs/BOOT.md), forwards the ranks' output line by line, and
- * ends the whole job as soon as one rank fails, so no rank is left waiting
- * for a dead peer. */
+/* shoalrun: starts an N-rank shoal job.  One single-threaded poll loop
+ * serves three roles (docs/BOOT.md):
+ *   local  (-n N alone): runs every rank on this host;
+ *   head   (--hosts, --hostfile): runs no rank; starts one agent per host
+ *          through a remote shell and talks to it over that shell's stdin
+ *          and stdout (chan.h);
+ *   agent  (started by a head): runs the ranks of its host as the local
+ *          launcher does and reports what they do to the head.
+ * The rank-facing half (job control block, one socket and two pipes per
+ * rank, line-wise output) serves local and agent.  The judge (collectives,
+ * the failure rules, the verdict) runs where every rank is seen: in local,
+ * fed directly, and in the head, fed by the agents' reports.  An agent
+ * applies the judge's results and verdicts to its ranks, so every rule
+ * exists once. */
 #include "boot/boot.h"
 #include "boot/proto.h"
+#include "chan.h"
+#include "hosts.h"
 #include "shoal.h"
 #include "util/util.h"
 
@@ -40,6 +51,12 @@
 /* A rank that exits 0 without finalizing is only a failure if others keep
  * running; this window keeps ranks that all exit at once from tripping it. */
 #define NOFIN_GRACE_MS 100
+/* How long the head waits for an agent to go once its ranks were sent
+ * SIGKILL, or for its remote shell to exit once the channel closed, before
+ * it kills the remote shell: an agent that hangs cannot hang the head. */
+#define AGENT_GRACE_MS 1000
+/* An agent that gets no job description this long after it started gives up. */
+#define JOB_WAIT_MS 60000
 /* Retry delay when the kernel refuses more descriptors in flight. */
 #define RETRY_MS 1
 /* Longest line forwarded whole; longer ones are split. */
@@ -49,12 +66,17 @@
 /* Output queued for our stdout or stderr beyond which the ranks feeding it
  * are no longer read: they block on their full pipes, we keep our memory. */
 #define QUEUE_LIMIT (1u << 20)
-/* Once the ranks are gone, how long a reader that takes nothing is waited
- * for (or the --timeout if shorter) before the rest of the output is lost. */
+/* BatchMode: an ssh that wanted a password or a host-key answer would wait
+ * on a terminal it does not own (its process group is not the terminal's);
+ * it fails with a message instead. */
+#define DEFAULT_RSH "ssh -o BatchMode=yes {host}"
+#define AGENT_FLAG "--agent"
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
 #define EXIT_NOEXEC 127
 #define MS 1000000ull
+
+enum role { ROLE_LOCAL, ROLE_HEAD, ROLE_AGENT };
 
 enum coll_kind { COLL_FD, COLL_GATHER };
 
@@ -65,10 +87,10 @@ struct coll {
     int arrived;
     uint32_t len;         /* bytes per rank (gather) */
     unsigned char *data;  /* size * len bytes (gather) */
-    int *fds;             /* one per rank (exchange) */
+    int *fds;             /* one per rank of this host, in rank order (exchange) */
 };
 
-struct outq {             /* output waiting for our stdout or stderr */
+struct outq {             /* bytes waiting for a descriptor we write */
     int fd;
     int broken;           /* a write failed: later output is dropped */
     size_t off, n, cap;   /* buf[off, n) is still to be written */
@@ -77,6 +99,7 @@ struct outq {             /* output waiting for our stdout or stderr */
 
 struct stream {           /* a rank's stdout or stderr */
     int fd;               /* our read end; -1 once closed */
+    int k;                /* 0 stdout, 1 stderr */
     struct outq *to;      /* where it is forwarded */
     size_t left;          /* bytes still taken once the job is over (SIZE_MAX
                              before, which no output uses up) */
@@ -85,7 +108,8 @@ struct stream {           /* a rank's stdout or stderr */
 };
 
 struct rank {
-    pid_t pid;
+    pid_t pid;            /* our child; 0 for a rank on another host */
+    int host, local;      /* host index; place among its host's ranks */
     int sock;             /* -1 once closed */
     int hello, finalized, exited, status;
     int joined;           /* has fully contributed to the open collective */
@@ -96,10 +120,31 @@ struct rank {
     struct stream out[2];
 };
 
+struct inbuf {            /* frames read from a channel, not yet handled */
+    unsigned char *p;
+    size_t n, cap;
+};
+
+struct agent {            /* the head's view of one host */
+    const char *name;
+    pid_t pid;            /* the remote shell */
+    int in;               /* channel from the agent; -1 once it closed */
+    struct outq out;      /* channel to the agent */
+    struct inbuf rx;
+    int nranks, nexited;  /* ranks placed there; their exits reported */
+    int reaped, status;   /* the remote shell's end */
+    int ended;
+    uint64_t close_at;    /* channel closed, shell still running: kill it then */
+};
+
 static struct {
+    enum role role;
     int np, tag, bind;
     double timeout;
     char **argv;
+    const char *hostlist, *hostfile, *rsh;
+    char **xvars;             /* names given with -x, passed to remote hosts */
+    int nxvars;
 
     struct boot_job_block *job;
     int jobfd, sigfd, devnull;
@@ -107,17 +152,31 @@ static struct {
     sigset_t oldmask;
     struct sigaction oldpipe;
     struct rlimit oldnofile;
-    int cpus[CPU_SETSIZE], ncpus;
 
-    struct outq q[2];         /* our stdout and stderr */
+    struct outq q[2];         /* our stdout and stderr (an agent's stdout is its channel) */
     struct outq *dest[2];     /* the queue for each: one if both are one file */
     int abandoned;            /* gave up delivering output */
 
     struct rank *r;
+    int nlocal;               /* ranks on this host (local, agent) */
     struct pollfd *pfd;
-    int nlive;
+    int nlive;                /* ranks not known to have exited */
     struct coll *open;
     int retry;
+
+    /* head */
+    struct agent *ag;
+    int nag;
+    unsigned flow_sent;       /* streams the agents were told to hold back */
+    uint64_t agent_kill_at;
+    /* agent */
+    struct inbuf up;          /* from the head */
+    unsigned paused;          /* streams the head holds back */
+    struct coll *xchg;        /* descriptors of the exchange in progress */
+    struct coll *gres;        /* allgather result arriving from the head */
+    size_t gres_got;
+    int reported;             /* a failure went up to the head */
+    uint64_t job_by;          /* the job description must have come by then */
 
     int failed, exit_code;
     int nofin_rank;
@@ -125,25 +184,35 @@ static struct {
     uint64_t stall_ns;
 } L;
 
+static struct chan_buf msg;   /* the channel message being built */
+
+static void fail_job(int rank, int status, int code, unsigned term_ms, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* ---- command line -------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: shoalrun [options] -n N [--] program [args...]\n"
-        "Starts N ranks of program on this host as one shoal job.\n"
+        "Starts N ranks of program as one shoal job, on this host or on several.\n"
         "  -n, --np N        number of ranks, 1..%d\n"
+        "      --hosts LIST  run on these hosts: h1,h2:SLOTS,... (numeric addresses\n"
+        "                    or names the remote shell knows; never resolved here)\n"
+        "      --hostfile F  the hosts, one a line: \"name\", \"name:K\" or \"name slots=K\"\n"
+        "      --rsh CMD     remote-shell template, {host} replaced by the host\n"
+        "                    (default \"%s\"; e.g. \"ip netns exec {host}\")\n"
         "      --tag-output  prefix every output line with [rank]\n"
         "      --timeout S   end the job after S seconds (exit status 124)\n"
-        "      --bind        pin rank r to allowed CPU r modulo their count\n"
-        "  -x VAR=VALUE      set VAR in the ranks' environment\n"
+        "      --bind        pin each rank to one allowed CPU of its host\n"
+        "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
         "      --transport T between hosts: shm, udp or eth (sets SHOAL_TRANSPORT)\n"
         "  -h, --help        show this help\n"
         "      --version     show the version\n"
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
         "status (128+N if killed by signal N), 124 on timeout, 128+N if shoalrun\n"
         "got signal N, 2 for bad usage, 127 if program cannot be run.\n",
-        BOOT_MAX_RANKS);
+        BOOT_MAX_RANKS, DEFAULT_RSH);
 }
 
 static _Noreturn __attribute__((format(printf, 1, 2))) void bad_usage(const char *fmt, ...)
@@ -178,19 +247,18 @@ static double parse_timeout(const char *s)
     return v;
 }
 
-/* -x VAR alone is accepted for mpirun habits: the whole environment is
- * passed to the ranks anyway. */
+/* -x VAR alone is accepted for mpirun habits: on this host the whole
+ * environment is passed to the ranks anyway; other hosts get VAR's value. */
 static void parse_env(const char *s)
 {
     const char *eq = strchr(s, '=');
     if (eq == s || !*s)
         bad_usage("-x needs VAR=VALUE, not \"%s\"", s);
-    if (!eq)
-        return;
-    char *name = strndup(s, (size_t)(eq - s));
-    if (!name || setenv(name, eq + 1, 1))
+    char *name = strndup(s, eq ? (size_t)(eq - s) : strlen(s));
+    L.xvars = realloc(L.xvars, (size_t)(L.nxvars + 1) * sizeof *L.xvars);
+    if (!name || !L.xvars || (eq && setenv(name, eq + 1, 1)))
         bad_usage("cannot set \"%s\": %s", s, strerror(errno));
-    free(name);
+    L.xvars[L.nxvars++] = name;
 }
 
 /* Checked here too, so a typo is a usage error rather than every rank's. */
@@ -203,13 +271,17 @@ static void parse_transport(const char *s)
 
 static void parse_args(int argc, char **argv)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT };
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT, OPT_HOSTS,
+           OPT_HOSTFILE, OPT_RSH };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"bind", no_argument, NULL, OPT_BIND},
         {"transport", required_argument, NULL, OPT_TRANSPORT},
+        {"hosts", required_argument, NULL, OPT_HOSTS},
+        {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+        {"rsh", required_argument, NULL, OPT_RSH},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -225,6 +297,9 @@ static void parse_args(int argc, char **argv)
         case OPT_TIMEOUT: L.timeout = parse_timeout(optarg); break;
         case OPT_BIND: L.bind = 1; break;
         case OPT_TRANSPORT: parse_transport(optarg); break;
+        case OPT_HOSTS: L.hostlist = optarg; break;
+        case OPT_HOSTFILE: L.hostfile = optarg; break;
+        case OPT_RSH: L.rsh = optarg; break;
         case 'h': usage(stdout); exit(0);
         case OPT_VERSION: printf("shoalrun (shoal) %s\n", SHOAL_VERSION_STRING); exit(0);
         case ':': bad_usage("option %s needs a value", argv[optind - 1]);
@@ -235,34 +310,40 @@ static void parse_args(int argc, char **argv)
         bad_usage("no program given");
     if (L.np == 0)
         bad_usage("the number of ranks, -n N, is required");
+    if (L.hostlist && L.hostfile)
+        bad_usage("give --hosts or --hostfile, not both");
+    if (L.rsh && !L.hostlist && !L.hostfile)
+        bad_usage("--rsh needs --hosts or --hostfile");
+    L.role = L.hostlist || L.hostfile ? ROLE_HEAD : ROLE_LOCAL;
     L.argv = argv + optind;
 }
 
-/* Checked once up front so a typo gives one message, not one per rank. */
-static void check_program(const char *prog)
+/* Whether prog can be run here, searched once as execvp would; 0 or -1
+ * with the reason in why. */
+static int find_program(const char *prog, char *why, size_t n)
 {
     if (strchr(prog, '/')) {
         if (access(prog, X_OK) == 0)
-            return;
-        fprintf(stderr, "shoalrun: cannot run %s: %s\n", prog, strerror(errno));
-        exit(EXIT_NOEXEC);
+            return 0;
+        snprintf(why, n, "cannot run %s: %s", prog, strerror(errno));
+        return -1;
     }
     const char *path = getenv("PATH");
     if (!path)
-        return; /* execvp falls back to its default search path */
+        return 0; /* execvp falls back to its default search path */
     for (const char *p = path;; p++) {
         const char *end = strchrnul(p, ':');
         char full[4096];
-        int n = snprintf(full, sizeof full, "%.*s/%s", end == p ? 1 : (int)(end - p),
+        int k = snprintf(full, sizeof full, "%.*s/%s", end == p ? 1 : (int)(end - p),
                          end == p ? "." : p, prog);
-        if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
-            return;
+        if (k > 0 && (size_t)k < sizeof full && access(full, X_OK) == 0)
+            return 0;
         if (!*end)
             break;
         p = end;
     }
-    fprintf(stderr, "shoalrun: %s: command not found\n", prog);
-    exit(EXIT_NOEXEC);
+    snprintf(why, n, "%s: command not found", prog);
+    return -1;
 }
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -323,7 +404,8 @@ static int status_code(int status)
  * without restoring it.  Instead we write only when poll says the descriptor
  * is writable, and at most PIPE_BUF bytes at a time: a writable pipe has a
  * free page, so such a write never waits for the reader.  (A terminal may
- * take it a little at a time, which waits for the device, not for a user.) */
+ * take it a little at a time, which waits for the device, not for a user.)
+ * The launch channels are written the same way. */
 
 static void queue_init(void)
 {
@@ -332,10 +414,11 @@ static void queue_init(void)
     L.q[1] = (struct outq){.fd = 2};
     L.dest[0] = &L.q[0];
     /* One queue for "2>&1" and the like keeps each line whole and stdout
-     * and stderr in the order they were forwarded, as one writer would. */
+     * and stderr in the order they were forwarded, as one writer would.
+     * An agent's stdout is its channel, which carries only frames. */
     int same = fstat(1, &so) == 0 && fstat(2, &se) == 0 && so.st_dev == se.st_dev &&
                so.st_ino == se.st_ino;
-    L.dest[1] = same ? &L.q[0] : &L.q[1];
+    L.dest[1] = same && L.role != ROLE_AGENT ? &L.q[0] : &L.q[1];
 }
 
 static size_t queued(const struct outq *q)
@@ -401,6 +484,76 @@ static void flush_queue(struct outq *q)
         q->off = q->n = 0;
 }
 
+/* ---- launch channel -------------------------------------------------------- */
+
+/* Queues the message built in msg on a channel. */
+static void chan_send(struct outq *q)
+{
+    if (chan_end(&msg)) {
+        fputs("shoalrun: out of memory or a launch message too big\n", stderr);
+        exit(1);
+    }
+    queue_put(q, msg.p, msg.n);
+}
+
+/* The head's channel to every agent still there. */
+static void chan_broadcast(void)
+{
+    for (int i = 0; i < L.nag; i++)
+        if (!L.ag[i].ended)
+            chan_send(&L.ag[i].out);
+}
+
+/* An agent's channel to the head is its stdout. */
+#define UPLINK (&L.q[0])
+
+static void send_event(const struct rank *r, enum chan_event ev, uint32_t value)
+{
+    chan_begin(&msg, CHAN_EVENT);
+    chan_u32(&msg, (uint32_t)rank_of(r));
+    chan_u32(&msg, ev);
+    chan_u32(&msg, value);
+    chan_send(UPLINK);
+}
+
+/* Reads what fd has now (a few reads at most) and hands every complete frame
+ * to fn.  Returns 1 while the channel is open, 0 at its end or on a read
+ * error, -1 with *why for a malformed frame or one fn refused. */
+static int read_channel(int fd, struct inbuf *b, int (*fn)(void *, uint16_t, struct chan_reader *),
+                        void *ctx, const char **why)
+{
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        if (b->cap - b->n < 65536) {
+            b->cap = b->cap ? 2 * b->cap : 131072;
+            b->p = need(realloc(b->p, b->cap));
+        }
+        ssize_t got = read(fd, b->p + b->n, b->cap - b->n);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR))
+            return 1;
+        if (got <= 0)
+            return 0;
+        b->n += (size_t)got;
+        size_t off = 0;
+        for (;;) {
+            uint16_t type;
+            struct chan_reader m;
+            long k = chan_frame(b->p + off, b->n - off, &type, &m, why);
+            if (k < 0)
+                return -1;
+            if (k == 0)
+                break;
+            off += (size_t)k;
+            if (fn(ctx, type, &m)) {
+                *why = "a message that does not fit its type";
+                return -1;
+            }
+        }
+        memmove(b->p, b->p + off, b->n - off);
+        b->n -= off;
+    }
+    return 1;
+}
+
 /* ---- output forwarding ----------------------------------------------------- */
 
 static void emit_tagged(struct outq *q, int rank, const char *p, size_t n)
@@ -419,6 +572,23 @@ static void emit_tagged(struct outq *q, int rank, const char *p, size_t n)
     }
 }
 
+/* Whole lines (or pieces of an overlong one) of rank's stream k, to where
+ * the user sees them; an agent sends them to the head, which tags them. */
+static void emit(int rank, int k, const char *p, size_t n)
+{
+    if (L.role == ROLE_AGENT) {
+        chan_begin(&msg, CHAN_OUTPUT);
+        chan_u32(&msg, (uint32_t)rank);
+        chan_u32(&msg, (uint32_t)k);
+        chan_bytes(&msg, p, n);
+        chan_send(UPLINK);
+    } else if (L.tag) {
+        emit_tagged(L.dest[k], rank, p, n);
+    } else {
+        queue_put(L.dest[k], p, n);
+    }
+}
+
 /* Forwards the complete lines in s; an unfinished line waits for its end
  * unless the stream ended or the line outgrew the buffer. */
 static void forward(struct stream *s, int rank, int eof)
@@ -431,10 +601,7 @@ static void forward(struct stream *s, int rank, int eof)
         done = s->n;
     if (done == 0)
         return;
-    if (L.tag)
-        emit_tagged(s->to, rank, s->buf, done);
-    else
-        queue_put(s->to, s->buf, done);
+    emit(rank, s->k, s->buf, done);
     memmove(s->buf, s->buf + done, s->n - done);
     s->n -= done;
 }
@@ -467,9 +634,13 @@ static ssize_t read_stream(struct stream *s, int rank, size_t max)
     return n;
 }
 
+/* The head holds an agent's streams back while its own queue for them is
+ * full; once the ranks are gone what their pipes held is taken regardless,
+ * which is bounded, so the agent can finish. */
 static int wants_input(const struct stream *s)
 {
-    return s->fd >= 0 && queued(s->to) < QUEUE_LIMIT;
+    return s->fd >= 0 && queued(s->to) < QUEUE_LIMIT &&
+           (!(L.paused >> s->k & 1) || s->left != SIZE_MAX);
 }
 
 static void pump(struct stream *s, int rank)
@@ -497,13 +668,27 @@ static void take_pending(struct stream *s, int rank)
     }
 }
 
+static void take_all_pending(struct rank *r)
+{
+    take_pending(&r->out[0], rank_of(r));
+    take_pending(&r->out[1], rank_of(r));
+}
+
 /* ---- ending the job -------------------------------------------------------- */
 
+/* The head's ranks are the agents' to signal. */
 static void signal_ranks(int sig)
 {
     for (int i = 0; i < L.np; i++)
         if (L.r[i].pid > 0 && !L.r[i].exited)
             kill(L.r[i].pid, sig);
+    if (L.nag == 0)
+        return;
+    chan_begin(&msg, CHAN_SIGNAL);
+    chan_u32(&msg, (uint32_t)sig);
+    chan_broadcast();
+    if (sig == SIGKILL && !L.agent_kill_at)
+        L.agent_kill_at = util_now_ns() + AGENT_GRACE_MS * MS;
 }
 
 static void coll_put(struct coll *c)
@@ -511,7 +696,7 @@ static void coll_put(struct coll *c)
     if (!c || --c->refs > 0)
         return;
     if (c->fds)
-        for (int i = 0; i < L.np; i++)
+        for (int i = 0; i < L.nlocal; i++)
             if (c->fds[i] >= 0)
                 close(c->fds[i]);
     free(c->fds);
@@ -535,40 +720,78 @@ static void cut_off_ranks(void)
         if (L.r[i].sock >= 0)
             shutdown(L.r[i].sock, SHUT_WR);
     }
-    coll_put(L.open);
-    L.open = NULL;
+    struct coll **slots[] = {&L.open, &L.xchg, &L.gres};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        coll_put(*slots[i]);
+        *slots[i] = NULL;
+    }
 }
 
-/* Records the job's first failure where the ranks look for it, reports it,
- * and schedules the end of the remaining ranks.  rank is -1 when the
- * launcher itself ends the job (timeout, signal, start-up failure). */
-static __attribute__((format(printf, 5, 6))) void fail_job(int rank, int status, int code,
-                                                           unsigned term_ms, const char *fmt, ...)
+/* Records the job's first failure where the ranks look for it (and, from
+ * the head, in every agent's control block) and stops serving them. */
+static void record_failure(int rank, int status, const char *reason)
 {
-    if (L.failed)
-        return;
     struct boot_job_block *j = L.job;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(j->failed_reason, sizeof j->failed_reason, fmt, ap);
-    va_end(ap);
+    snprintf(j->failed_reason, sizeof j->failed_reason, "%s", reason);
     j->failed_rank = rank;
     j->failed_status = status;
     atomic_store_explicit(&j->failed, 1, memory_order_release);
     L.failed = 1;
-    L.exit_code = code;
-    if (rank >= 0) {
-        /* Whatever the rank said about its failure comes before ours. */
-        take_pending(&L.r[rank].out[0], rank);
-        take_pending(&L.r[rank].out[1], rank);
-        say("rank %d (pid %d) %s%s", rank, (int)L.r[rank].pid, j->failed_reason,
-            L.nlive > 0 ? "; ending the job" : "");
-    } else {
-        say("%s%s", j->failed_reason, L.nlive > 0 ? "; ending ranks" : "");
+    cut_off_ranks();
+    if (L.nag == 0)
+        return;
+    chan_begin(&msg, CHAN_FAILED);
+    chan_u32(&msg, (uint32_t)rank);
+    chan_u32(&msg, (uint32_t)status);
+    chan_bytes(&msg, reason, strlen(reason));
+    chan_broadcast();
+}
+
+/* The pid to name in a verdict: our child's, or the one an agent reported. */
+static int verdict_pid(int rank)
+{
+    return L.role == ROLE_HEAD ? L.job->pid[rank] : (int)L.r[rank].pid;
+}
+
+/* The judge's decision that the job failed: recorded, reported on our
+ * stderr, the remaining ranks ended after term_ms and KILL_GRACE_MS.  rank
+ * is -1 when the launcher itself ends the job (timeout, signal, start-up
+ * failure).  An agent only reports its finding; the head decides. */
+static void fail_job(int rank, int status, int code, unsigned term_ms, const char *fmt, ...)
+{
+    if (L.failed || L.reported)
+        return;
+    char why[sizeof L.job->failed_reason];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    /* Whatever the rank said about its failure comes before the verdict. */
+    if (rank >= 0)
+        take_all_pending(&L.r[rank]);
+    if (L.role == ROLE_AGENT) {
+        chan_begin(&msg, CHAN_REPORT);
+        chan_u32(&msg, (uint32_t)rank);
+        chan_u32(&msg, (uint32_t)status);
+        chan_u32(&msg, (uint32_t)code);
+        chan_u32(&msg, term_ms);
+        chan_bytes(&msg, why, strlen(why));
+        chan_send(UPLINK);
+        L.reported = 1;
+        return;
     }
+    L.exit_code = code;
+    if (rank >= 0 && L.role == ROLE_HEAD)
+        say("rank %d (pid %d on host %s) %s%s", rank, verdict_pid(rank),
+            L.ag[L.r[rank].host].name, why, L.nlive > 0 ? "; ending the job" : "");
+    else if (rank >= 0)
+        say("rank %d (pid %d) %s%s", rank, verdict_pid(rank), why,
+            L.nlive > 0 ? "; ending the job" : "");
+    else
+        say("%s%s", why, L.nlive > 0 ? "; ending ranks" : "");
     L.term_at = util_now_ns() + term_ms * MS;
     L.kill_at = L.term_at + KILL_GRACE_MS * MS;
-    cut_off_ranks();
+    record_failure(rank, status, why);
 }
 
 static void protocol_error(struct rank *r, const char *what)
@@ -598,8 +821,8 @@ static struct coll *coll_new(enum coll_kind kind, uint32_t len)
     c->refs = 1;
     c->len = len;
     if (kind == COLL_FD) {
-        c->fds = xcalloc((size_t)L.np, sizeof *c->fds);
-        memset(c->fds, -1, (size_t)L.np * sizeof *c->fds);
+        c->fds = xcalloc((size_t)L.nlocal, sizeof *c->fds);
+        memset(c->fds, -1, (size_t)L.nlocal * sizeof *c->fds);
     } else {
         c->data = xcalloc((size_t)L.np, len);
     }
@@ -645,7 +868,7 @@ static void flush_reply(struct rank *r)
         size_t total, step;
         ssize_t n;
         if (c->kind == COLL_FD) {
-            total = (size_t)L.np;
+            total = (size_t)L.nlocal;
             step = total - r->sent < BOOT_PROTO_MAX_FDS ? total - r->sent : BOOT_PROTO_MAX_FDS;
             n = boot_proto_send(r->sock, MSG_DONTWAIT, BOOT_MSG_FDS, (uint32_t)r->sent, NULL, 0,
                                 c->fds + r->sent, (int)step);
@@ -668,13 +891,29 @@ static void flush_reply(struct rank *r)
     }
 }
 
-static void coll_arrive(struct rank *r)
+/* A complete result to every agent: the head keeps no descriptors, so an
+ * exchange's result is only the news that everyone joined. */
+static void send_result(const struct coll *c)
 {
-    struct coll *c = L.open;
-    r->joined = 1;
-    if (++c->arrived < L.np)
+    if (c->kind == COLL_FD) {
+        chan_begin(&msg, CHAN_EXCHANGED);
+        chan_broadcast();
         return;
-    L.open = NULL;
+    }
+    size_t total = (size_t)L.np * c->len, off = 0;
+    do {
+        size_t step = total - off < BOOT_PROTO_MAX_PAYLOAD ? total - off : BOOT_PROTO_MAX_PAYLOAD;
+        chan_begin(&msg, CHAN_GATHERED);
+        chan_u32(&msg, c->len);
+        chan_bytes(&msg, c->data + off, step);
+        chan_broadcast();
+        off += step;
+    } while (off < total);
+}
+
+/* Hands a complete result to the ranks here and the agents there. */
+static void deliver(struct coll *c)
+{
     for (int i = 0; i < L.np; i++) {
         struct rank *q = &L.r[i];
         q->joined = 0;
@@ -685,12 +924,100 @@ static void coll_arrive(struct rank *r)
         q->sent = 0;
         c->refs++;
     }
+    if (L.nag > 0)
+        send_result(c);
     coll_put(c);
     for (int i = 0; i < L.np; i++)
         flush_reply(&L.r[i]);
 }
 
-/* ---- messages from ranks --------------------------------------------------- */
+static void coll_arrive(struct rank *r)
+{
+    struct coll *c = L.open;
+    r->joined = 1;
+    if (++c->arrived < L.np)
+        return;
+    L.open = NULL;
+    deliver(c);
+}
+
+/* ---- the judge: what ranks do, wherever they run --------------------------- */
+
+/* fd is -1 in the head: descriptors stay on their host. */
+static void judge_fd(struct rank *r, int fd)
+{
+    struct coll *c = coll_join(r, COLL_FD, 0);
+    if (!c) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (fd >= 0)
+        c->fds[r->local] = fd;
+    coll_arrive(r);
+}
+
+static void judge_gather(struct rank *r, uint32_t len, const void *p, size_t n)
+{
+    struct coll *c = coll_join(r, COLL_GATHER, len);
+    if (!c)
+        return;
+    if (n > c->len - r->got) {
+        protocol_error(r, "more allgather data than announced");
+        return;
+    }
+    memcpy(c->data + (size_t)rank_of(r) * c->len + r->got, p, n);
+    r->got += (uint32_t)n;
+    if (r->got == c->len)
+        coll_arrive(r);
+}
+
+static void judge_abort(struct rank *r, uint32_t arg, const char *text, size_t len)
+{
+    int code = (int)(arg & 0xff);
+    while (len > 0 && text[len - 1] == '\n')
+        len--;
+    fail_job(rank_of(r), W_EXITCODE(code, 0), code ? code : 1, TERM_GRACE_MS,
+             "aborted with status %d: %.*s", code, (int)len, text);
+}
+
+static int unfinalized_live_rank(void)
+{
+    for (int i = 0; i < L.np; i++)
+        if (!L.r[i].exited && !L.r[i].finalized)
+            return 1;
+    return 0;
+}
+
+static void rank_gone(struct rank *r, int status)
+{
+    r->exited = 1;
+    r->status = status;
+    L.nlive--;
+}
+
+static void judge_exit(struct rank *r)
+{
+    if (L.failed)
+        return;
+    char why[128];
+    int status = r->status;
+    describe_status(status, why, sizeof why);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_job(rank_of(r), status, status_code(status), TERM_GRACE_MS, "%s", why);
+    else if (L.open && !r->joined)
+        fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "%s while the other ranks wait in %s",
+                 why, coll_name(L.open->kind));
+    else if (r->hello && !r->finalized && !L.nofin_at) {
+        L.nofin_rank = rank_of(r);
+        L.nofin_at = util_now_ns() + NOFIN_GRACE_MS * MS;
+    }
+}
+
+/* ---- messages from ranks on this host --------------------------------------- */
+
+/* Each request goes to the judge: here in a local launcher, up the channel
+ * in an agent (which keeps only the descriptors, which cannot travel). */
 
 static void on_hello(struct rank *r, const struct boot_msg_hdr *h, const void *p)
 {
@@ -712,42 +1039,57 @@ static void on_hello(struct rank *r, const struct boot_msg_hdr *h, const void *p
     /* The process that joined, which differs from the one we started when
      * the program runs under a wrapper (sh -c, valgrind, ...). */
     L.job->pid[rank_of(r)] = (int32_t)hello.pid;
+    if (L.role == ROLE_AGENT)
+        send_event(r, CHAN_EV_HELLO, 0);
 }
 
 static void on_fd(struct rank *r, int fd)
 {
-    struct coll *c = coll_join(r, COLL_FD, 0);
-    if (!c) {
-        close(fd);
+    if (L.role != ROLE_AGENT) {
+        judge_fd(r, fd);
         return;
     }
-    c->fds[rank_of(r)] = fd;
-    coll_arrive(r);
+    if (!L.xchg)
+        L.xchg = coll_new(COLL_FD, 0);
+    if (L.xchg->fds[r->local] >= 0)
+        close(fd); /* a second request: the head's judge says so */
+    else
+        L.xchg->fds[r->local] = fd;
+    send_event(r, CHAN_EV_FD, 0);
 }
 
 static void on_gather(struct rank *r, const struct boot_msg_hdr *h, const void *p)
 {
-    struct coll *c = coll_join(r, COLL_GATHER, h->arg);
-    if (!c)
-        return;
-    if (h->len > c->len - r->got) {
-        protocol_error(r, "more allgather data than announced");
+    if (L.role != ROLE_AGENT) {
+        judge_gather(r, h->arg, p, h->len);
         return;
     }
-    memcpy(c->data + (size_t)rank_of(r) * c->len + r->got, p, h->len);
-    r->got += h->len;
-    if (r->got == c->len)
-        coll_arrive(r);
+    chan_begin(&msg, CHAN_GATHER);
+    chan_u32(&msg, (uint32_t)rank_of(r));
+    chan_u32(&msg, h->arg);
+    chan_bytes(&msg, p, h->len);
+    chan_send(UPLINK);
 }
 
 static void on_abort(struct rank *r, const struct boot_msg_hdr *h, const char *text)
 {
-    int code = (int)(h->arg & 0xff);
-    int len = (int)h->len;
-    while (len > 0 && text[len - 1] == '\n')
-        len--;
-    fail_job(rank_of(r), W_EXITCODE(code, 0), code ? code : 1, TERM_GRACE_MS,
-             "aborted with status %d: %.*s", code, len, text);
+    if (L.role != ROLE_AGENT) {
+        judge_abort(r, h->arg, text, h->len);
+        return;
+    }
+    take_all_pending(r); /* its complaint goes up before its abort */
+    chan_begin(&msg, CHAN_ABORT);
+    chan_u32(&msg, (uint32_t)rank_of(r));
+    chan_u32(&msg, h->arg);
+    chan_bytes(&msg, text, h->len);
+    chan_send(UPLINK);
+}
+
+static void on_finalize(struct rank *r)
+{
+    r->finalized = 1;
+    if (L.role == ROLE_AGENT)
+        send_event(r, CHAN_EV_FINALIZE, 0);
 }
 
 static void handle(struct rank *r, const struct boot_msg_hdr *h, const void *p, int *fds, int nfds)
@@ -765,7 +1107,7 @@ static void handle(struct rank *r, const struct boot_msg_hdr *h, const void *p, 
     case BOOT_MSG_FD: on_fd(r, fds[0]); break;
     case BOOT_MSG_GATHER: on_gather(r, h, p); break;
     case BOOT_MSG_ABORT: on_abort(r, h, p); break;
-    case BOOT_MSG_FINALIZE: r->finalized = 1; break;
+    case BOOT_MSG_FINALIZE: on_finalize(r); break;
     default: protocol_error(r, "unknown message type");
     }
 }
@@ -798,48 +1140,331 @@ static void serve(struct rank *r)
     }
 }
 
-/* ---- rank exits and signals ------------------------------------------------ */
-
-static int unfinalized_live_rank(void)
-{
-    for (int i = 0; i < L.np; i++)
-        if (!L.r[i].exited && !L.r[i].finalized)
-            return 1;
-    return 0;
-}
-
 static void rank_exited(struct rank *r, int status)
 {
-    r->exited = 1;
-    r->status = status;
-    L.nlive--;
+    rank_gone(r, status);
     /* Its last messages (ABORT, FINALIZE) were sent before it exited; take
      * them in before judging the exit.  fail_job takes in its last output. */
     serve(r);
     close_sock(r);
-    if (L.failed)
+    if (L.role != ROLE_AGENT) {
+        judge_exit(r);
         return;
-    char why[128];
-    describe_status(status, why, sizeof why);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_job(rank_of(r), status, status_code(status), TERM_GRACE_MS, "%s", why);
-    else if (L.open && !r->joined)
-        fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "%s while the other ranks wait in %s",
-                 why, coll_name(L.open->kind));
-    else if (r->hello && !r->finalized && !L.nofin_at) {
-        L.nofin_rank = rank_of(r);
-        L.nofin_at = util_now_ns() + NOFIN_GRACE_MS * MS;
+    }
+    take_all_pending(r);
+    send_event(r, CHAN_EV_EXIT, (uint32_t)status);
+}
+
+/* ---- an agent's channel from the head --------------------------------------- */
+
+static void make_job_block(uint64_t job_id, int nhosts);
+static void spawn_ranks(void);
+static nfds_t npfd(void);
+
+static int agent_job(struct chan_reader *m)
+{
+    if (L.job)
+        return -1;
+    uint64_t id = chan_get_u64(m);
+    uint32_t np = chan_get_u32(m), nhosts = chan_get_u32(m), me = chan_get_u32(m);
+    uint32_t flags = chan_get_u32(m);
+    if (m->bad || np < 1 || np > BOOT_MAX_RANKS || nhosts < 1 || nhosts > np || me >= nhosts)
+        return -1;
+    L.np = (int)np;
+    L.bind = flags & 1;
+    L.r = xcalloc(np, sizeof *L.r);
+    for (uint32_t i = 0; i < np; i++) {
+        uint16_t h = chan_get_u16(m);
+        if (h >= nhosts)
+            return -1;
+        /* Only this host's ranks have a place here (-1: spawn skips it). */
+        L.r[i] = (struct rank){.sock = -1, .host = h, .local = h == me ? L.nlocal++ : -1,
+                               .out = {{.fd = -1}, {.fd = -1}}};
+    }
+    uint32_t argc = chan_get_u32(m);
+    if (argc < 1 || argc > m->n)
+        return -1;
+    /* Copies: the channel's buffer is reused for the next frames. */
+    L.argv = xcalloc(argc + 1, sizeof *L.argv);
+    for (uint32_t i = 0; i < argc; i++)
+        L.argv[i] = need(strdup(chan_get_str(m)));
+    const char *cwd = chan_get_str(m);
+    uint32_t nenv = chan_get_u32(m);
+    for (uint32_t i = 0; i < nenv && !m->bad; i++) {
+        const char *var = chan_get_str(m), *eq = strchr(var, '=');
+        char *name = eq && eq > var ? need(strndup(var, (size_t)(eq - var))) : NULL;
+        if (!name || setenv(name, eq + 1, 1))
+            m->bad = 1;
+        free(name);
+    }
+    if (!chan_done(m))
+        return -1;
+    make_job_block(id, (int)nhosts);
+    for (int i = 0; i < L.np; i++)
+        L.job->host[i] = (uint16_t)L.r[i].host;
+    L.pfd = need(realloc(L.pfd, npfd() * sizeof *L.pfd));
+    char why[256];
+    if (chdir(cwd))
+        fail_job(-1, 0, 1, 0, "cannot change to directory %s: %s", cwd, strerror(errno));
+    else if (find_program(L.argv[0], why, sizeof why))
+        fail_job(-1, 0, EXIT_NOEXEC, 0, "%s", why);
+    else
+        spawn_ranks();
+    return 0;
+}
+
+/* An allgather result arrives in pieces; the ranks get it once it is whole. */
+static int agent_gathered(struct chan_reader *m)
+{
+    uint32_t len = chan_get_u32(m);
+    size_t n;
+    const void *p = chan_get_rest(m, &n);
+    if (m->bad)
+        return -1;
+    if (L.failed)
+        return 0;
+    if (!L.gres) {
+        L.gres = coll_new(COLL_GATHER, len);
+        L.gres_got = 0;
+    }
+    size_t total = (size_t)L.np * len;
+    if (len != L.gres->len || n > total - L.gres_got)
+        return -1;
+    memcpy(L.gres->data + L.gres_got, p, n);
+    L.gres_got += n;
+    if (L.gres_got == total) {
+        struct coll *c = L.gres;
+        L.gres = NULL;
+        deliver(c);
+    }
+    return 0;
+}
+
+static int agent_exchanged(struct chan_reader *m)
+{
+    if (!chan_done(m) || (!L.xchg && !L.failed))
+        return -1;
+    if (L.xchg) {
+        struct coll *c = L.xchg;
+        L.xchg = NULL;
+        deliver(c);
+    }
+    return 0;
+}
+
+static int on_head_msg(void *ctx, uint16_t type, struct chan_reader *m)
+{
+    (void)ctx;
+    if (type != CHAN_JOB && !L.job)
+        return -1;
+    switch (type) {
+    case CHAN_JOB: return agent_job(m);
+    case CHAN_GATHERED: return agent_gathered(m);
+    case CHAN_EXCHANGED: return agent_exchanged(m);
+    case CHAN_FAILED: {
+        int32_t rank = (int32_t)chan_get_u32(m);
+        int32_t status = (int32_t)chan_get_u32(m);
+        size_t n;
+        const char *text = chan_get_rest(m, &n);
+        char why[sizeof L.job->failed_reason];
+        snprintf(why, sizeof why, "%.*s", (int)n, text ? text : "");
+        if (m->bad || rank < -1 || rank >= L.np)
+            return -1;
+        if (!L.failed)
+            record_failure(rank, status, why);
+        return 0;
+    }
+    case CHAN_SIGNAL: {
+        uint32_t sig = chan_get_u32(m);
+        if (!chan_done(m) || sig == 0 || sig >= 65)
+            return -1;
+        signal_ranks((int)sig);
+        return 0;
+    }
+    case CHAN_FLOW:
+        L.paused = chan_get_u32(m) & 3;
+        return chan_done(m) ? 0 : -1;
+    default:
+        return -1;
     }
 }
+
+/* Without its head the job is over: the ranks go at once. */
+static _Noreturn void head_gone(const char *why)
+{
+    fprintf(stderr, "shoalrun: agent: %s; ending the ranks on this host\n", why);
+    signal_ranks(SIGKILL);
+    exit(1);
+}
+
+static void read_head(void)
+{
+    const char *why = "the head closed the launch channel";
+    if (read_channel(0, &L.up, on_head_msg, NULL, &why) <= 0)
+        head_gone(why);
+}
+
+/* ---- the head's channels from its agents ------------------------------------ */
+
+static void agent_ended(struct agent *a);
+
+/* The rank a message from agent a names, which must live on a's host. */
+static struct rank *agent_rank(struct agent *a, uint32_t rank)
+{
+    if (rank >= (uint32_t)L.np || L.r[rank].host != (int)(a - L.ag))
+        return NULL;
+    return &L.r[rank];
+}
+
+static int on_event(struct agent *a, struct chan_reader *m)
+{
+    struct rank *r = agent_rank(a, chan_get_u32(m));
+    uint32_t ev = chan_get_u32(m), value = chan_get_u32(m);
+    if (!chan_done(m) || !r || r->exited)
+        return -1;
+    switch (ev) {
+    case CHAN_EV_STARTED: L.job->pid[rank_of(r)] = (int32_t)value; break;
+    case CHAN_EV_HELLO: r->hello = 1; break;
+    case CHAN_EV_FINALIZE: r->finalized = 1; break;
+    case CHAN_EV_FD:
+        if (!L.failed)
+            judge_fd(r, -1);
+        break;
+    case CHAN_EV_EXIT:
+        a->nexited++;
+        rank_gone(r, (int)value);
+        judge_exit(r);
+        break;
+    default: return -1;
+    }
+    return 0;
+}
+
+static int on_agent_msg(void *ctx, uint16_t type, struct chan_reader *m)
+{
+    struct agent *a = ctx;
+    if (type == CHAN_EVENT)
+        return on_event(a, m);
+    if (type == CHAN_REPORT) {
+        int32_t rank = (int32_t)chan_get_u32(m);
+        int status = (int)chan_get_u32(m), code = (int)chan_get_u32(m);
+        uint32_t term_ms = chan_get_u32(m);
+        size_t n;
+        const char *text = chan_get_rest(m, &n);
+        if (m->bad || (rank != -1 && !agent_rank(a, (uint32_t)rank)) || term_ms > TERM_GRACE_MS)
+            return -1;
+        if (rank >= 0)
+            fail_job(rank, status, code, term_ms, "%.*s", (int)n, text);
+        else
+            fail_job(-1, status, code, term_ms, "host %s: %.*s", a->name, (int)n, text);
+        return 0;
+    }
+    struct rank *r = agent_rank(a, chan_get_u32(m));
+    uint32_t arg = chan_get_u32(m);
+    size_t n;
+    const char *p = chan_get_rest(m, &n);
+    if (m->bad || !r)
+        return -1;
+    switch (type) {
+    case CHAN_GATHER:
+        if (!L.failed)
+            judge_gather(r, arg, p, n);
+        return 0;
+    case CHAN_ABORT:
+        if (!L.failed)
+            judge_abort(r, arg, p, n);
+        return 0;
+    case CHAN_OUTPUT:
+        if (arg > 1)
+            return -1;
+        emit(rank_of(r), (int)arg, p, n);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static void read_agent(struct agent *a)
+{
+    const char *why = NULL;
+    int open = read_channel(a->in, &a->rx, on_agent_msg, a, &why);
+    if (open > 0)
+        return;
+    if (open < 0) {
+        fail_job(-1, 0, 1, 0, "host %s: the agent broke the launch protocol: %s", a->name, why);
+        kill(a->pid, SIGKILL);
+    }
+    close(a->in);
+    a->in = -1;
+    if (a->reaped)
+        agent_ended(a);
+    else
+        a->close_at = util_now_ns() + AGENT_GRACE_MS * MS;
+}
+
+/* The agent of a is gone (its channel closed and its shell reaped, or not
+ * reaped in time).  Before all its ranks were reported gone, that fails the
+ * job, and its ranks count as gone: they die with their agent. */
+static void agent_ended(struct agent *a)
+{
+    if (a->ended)
+        return;
+    a->ended = 1;
+    a->close_at = 0;
+    close(a->out.fd);
+    a->out.broken = 1;
+    if (a->nexited == a->nranks)
+        return;
+    char how[160] = "its channel closed, the remote shell did not exit";
+    if (a->reaped) {
+        char st[128];
+        describe_status(a->status, st, sizeof st);
+        snprintf(how, sizeof how, "the remote shell %s", st);
+    }
+    /* Like a rank failure: the others get the grace to notice and say so. */
+    fail_job(-1, 0, 1, TERM_GRACE_MS, "lost the agent on host %s (%s)", a->name, how);
+    for (int i = 0; i < L.np; i++)
+        if (L.r[i].host == (int)(a - L.ag) && !L.r[i].exited)
+            rank_gone(&L.r[i], 0);
+    a->nexited = a->nranks;
+}
+
+/* The head holds an agent's output back while its own queue for that
+ * stream is full (never the channel itself: collectives and verdicts must
+ * keep flowing). */
+static void update_flow(void)
+{
+    unsigned mask = 0;
+    for (int k = 0; k < 2; k++)
+        mask |= (unsigned)(queued(L.dest[k]) >= QUEUE_LIMIT) << k;
+    if (mask == L.flow_sent)
+        return;
+    L.flow_sent = mask;
+    chan_begin(&msg, CHAN_FLOW);
+    chan_u32(&msg, mask);
+    chan_broadcast();
+}
+
+/* ---- exits and signals ----------------------------------------------------- */
 
 static void reap(void)
 {
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         for (int i = 0; i < L.np; i++)
             if (L.r[i].pid == pid && !L.r[i].exited)
                 rank_exited(&L.r[i], status);
+        for (int i = 0; i < L.nag; i++) {
+            struct agent *a = &L.ag[i];
+            if (a->pid != pid || a->reaped)
+                continue;
+            a->reaped = 1;
+            a->status = status;
+            if (a->in < 0)
+                agent_ended(a);
+        }
+    }
 }
 
 /* Stops waiting for the reader of our output: what it has not taken is lost. */
@@ -862,11 +1487,11 @@ static void on_signals(void)
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD)
             continue;
-        if (L.failed)
+        if (L.failed || L.reported)
             signal_ranks(SIGKILL); /* asked again: stop waiting for them */
         else
             fail_job(-1, 0, 128 + sig, 0, "interrupted by signal %d (%s)", sig, strsignal(sig));
-        if (L.nlive == 0 && !L.abandoned)
+        if (L.nlive == 0 && !L.abandoned && L.role != ROLE_AGENT)
             abandon_output("interrupted"); /* only our output was left to wait for */
     }
     reap();
@@ -891,6 +1516,19 @@ static void run_timers(uint64_t now)
         L.kill_at = 0;
         signal_ranks(SIGKILL);
     }
+    if (L.agent_kill_at && now >= L.agent_kill_at) {
+        L.agent_kill_at = 0;
+        for (int i = 0; i < L.nag; i++)
+            if (!L.ag[i].ended && !L.ag[i].reaped)
+                kill(L.ag[i].pid, SIGKILL);
+    }
+    for (int i = 0; i < L.nag; i++)
+        if (L.ag[i].close_at && now >= L.ag[i].close_at) {
+            kill(L.ag[i].pid, SIGKILL);
+            agent_ended(&L.ag[i]);
+        }
+    if (L.job_by && now >= L.job_by && !L.job)
+        head_gone("no job description from the head");
     if (L.stall_at && now >= L.stall_at) {
         char why[64];
         L.stall_at = 0;
@@ -902,10 +1540,14 @@ static void run_timers(uint64_t now)
 static int poll_timeout_ms(uint64_t now)
 {
     uint64_t next = UINT64_MAX;
-    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at};
+    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
+                    L.job ? 0 : L.job_by};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
             next = t[i];
+    for (int i = 0; i < L.nag; i++)
+        if (L.ag[i].close_at && L.ag[i].close_at < next)
+            next = L.ag[i].close_at;
     if (L.retry)
         return RETRY_MS;
     if (next == UINT64_MAX)
@@ -915,16 +1557,37 @@ static int poll_timeout_ms(uint64_t now)
 
 /* ---- main loop ----------------------------------------------------------- */
 
-/* pfd[0] is the signalfd, pfd[1] and pfd[2] our stdout and stderr; rank i
- * owns pfd[3 + 3i ..]: socket, stdout, stderr.  A descriptor we do not want
- * to hear from is left out (-1), as a hung-up pipe would wake poll anyway. */
+/* pfd[0] is the signalfd, pfd[1] and pfd[2] our stdout and stderr (an
+ * agent's stdout is its channel to the head), pfd[3] the channel from the
+ * head; agent i owns pfd[4 + 2i ..]: channel in, channel out; rank i owns
+ * the three after those: socket, stdout, stderr.  A descriptor we do not
+ * want to hear from is left out (-1), as a hung-up pipe would wake poll
+ * anyway. */
+static struct pollfd *rank_pfd(int i)
+{
+    return &L.pfd[4 + 2 * L.nag + 3 * i];
+}
+
+static nfds_t npfd(void)
+{
+    return 4 + 2 * (nfds_t)L.nag + 3 * (nfds_t)L.np;
+}
+
 static void fill_pollfds(void)
 {
+    L.pfd[0] = (struct pollfd){.fd = L.sigfd, .events = POLLIN};
     for (int k = 0; k < 2; k++)
         L.pfd[1 + k] = (struct pollfd){.fd = queued(&L.q[k]) ? L.q[k].fd : -1, .events = POLLOUT};
+    L.pfd[3] = (struct pollfd){.fd = L.role == ROLE_AGENT ? 0 : -1, .events = POLLIN};
+    for (int i = 0; i < L.nag; i++) {
+        struct agent *a = &L.ag[i];
+        int writing = !a->ended && queued(&a->out);
+        L.pfd[4 + 2 * i] = (struct pollfd){.fd = a->in, .events = POLLIN};
+        L.pfd[5 + 2 * i] = (struct pollfd){.fd = writing ? a->out.fd : -1, .events = POLLOUT};
+    }
     for (int i = 0; i < L.np; i++) {
         struct rank *r = &L.r[i];
-        struct pollfd *p = &L.pfd[3 + 3 * i];
+        struct pollfd *p = rank_pfd(i);
         p[0] = (struct pollfd){.fd = r->sock, .events = POLLIN | (r->want_write ? POLLOUT : 0)};
         for (int k = 0; k < 2; k++)
             p[1 + k] = (struct pollfd){.fd = wants_input(&r->out[k]) ? r->out[k].fd : -1,
@@ -937,9 +1600,17 @@ static void dispatch(void)
     for (int k = 0; k < 2; k++)
         if (L.pfd[1 + k].revents)
             flush_queue(&L.q[k]);
+    if (L.pfd[3].revents)
+        read_head();
+    for (int i = 0; i < L.nag; i++) {
+        if (L.pfd[5 + 2 * i].revents)
+            flush_queue(&L.ag[i].out);
+        if (L.pfd[4 + 2 * i].revents && L.ag[i].in >= 0)
+            read_agent(&L.ag[i]);
+    }
     for (int i = 0; i < L.np; i++) {
         struct rank *r = &L.r[i];
-        const struct pollfd *p = &L.pfd[3 + 3 * i];
+        const struct pollfd *p = rank_pfd(i);
         /* Output first: a rank prints its complaint before it aborts. */
         for (int k = 0; k < 2; k++)
             if (p[1 + k].revents)
@@ -960,8 +1631,10 @@ static void step(void)
         for (int i = 0; i < L.np; i++)
             flush_reply(&L.r[i]);
     }
+    if (L.nag > 0)
+        update_flow();
     fill_pollfds();
-    int n = poll(L.pfd, 3 + 3 * (nfds_t)L.np, poll_timeout_ms(util_now_ns()));
+    int n = poll(L.pfd, npfd(), poll_timeout_ms(util_now_ns()));
     if (n < 0 && errno != EINTR)
         die("poll");
     if (n > 0)
@@ -984,7 +1657,8 @@ static void end_of_job(void)
     L.timeout_at = 0;
     /* Like any program writing to a pipe, wait for the reader (`| less`
      * must not lose output), unless the user bounded the job with
-     * --timeout; a signal gives up at once (on_signals). */
+     * --timeout; a signal gives up at once (on_signals).  An agent's reader
+     * is the head, which always reads. */
     L.stall_ns = L.timeout > 0 ? (uint64_t)(L.timeout * 1e9) : 0;
     L.stall_at = L.stall_ns ? util_now_ns() + L.stall_ns : 0;
 }
@@ -997,10 +1671,17 @@ static int output_pending(void)
     return queued(&L.q[0]) || queued(&L.q[1]);
 }
 
+static int agents_running(void)
+{
+    for (int i = 0; i < L.nag; i++)
+        if (!L.ag[i].ended)
+            return 1;
+    return 0;
+}
+
 static void run(void)
 {
-    L.pfd[0] = (struct pollfd){.fd = L.sigfd, .events = POLLIN};
-    while (L.nlive > 0)
+    while (L.nlive > 0 || agents_running() || (L.role == ROLE_AGENT && !L.job))
         step();
     end_of_job();
     while (!L.abandoned && output_pending())
@@ -1020,23 +1701,34 @@ static void ensure_std_fds(void)
         close(fd);
 }
 
-static void make_job_block(void)
+static uint64_t new_job_id(void)
 {
-    L.jobfd = memfd_create("shoal-job", MFD_CLOEXEC);
-    if (L.jobfd < 0 || ftruncate(L.jobfd, sizeof *L.job))
-        die("cannot create the job control block");
-    L.job = mmap(NULL, sizeof *L.job, PROT_READ | PROT_WRITE, MAP_SHARED, L.jobfd, 0);
-    if (L.job == MAP_FAILED)
-        die("cannot map the job control block");
     uint64_t id;
     if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
         id = util_now_ns() ^ ((uint64_t)getpid() << 32);
+    /* 63 bits: SHOAL_JOB_ID is validated as a signed 64-bit number. */
+    return id & (uint64_t)INT64_MAX;
+}
+
+/* The block the ranks of this host map; the head keeps its failure record
+ * in the same layout, in plain memory. */
+static void make_job_block(uint64_t job_id, int nhosts)
+{
+    if (L.role == ROLE_HEAD) {
+        L.job = xcalloc(1, sizeof *L.job);
+    } else {
+        L.jobfd = memfd_create("shoal-job", MFD_CLOEXEC);
+        if (L.jobfd < 0 || ftruncate(L.jobfd, sizeof *L.job))
+            die("cannot create the job control block");
+        L.job = mmap(NULL, sizeof *L.job, PROT_READ | PROT_WRITE, MAP_SHARED, L.jobfd, 0);
+        if (L.job == MAP_FAILED)
+            die("cannot map the job control block");
+    }
     L.job->magic = BOOT_JOB_MAGIC;
     L.job->version = BOOT_JOB_VERSION;
     L.job->size = (uint32_t)L.np;
-    L.job->nhosts = 1; /* every rank on this host: host[] stays 0 */
-    /* 63 bits: SHOAL_JOB_ID is validated as a signed 64-bit number. */
-    L.job->job_id = id & (uint64_t)INT64_MAX;
+    L.job->nhosts = (uint32_t)nhosts;
+    L.job->job_id = job_id;
 }
 
 static void setup_process(void)
@@ -1061,11 +1753,17 @@ static void setup_process(void)
     setrlimit(RLIMIT_NOFILE, &raised);
     L.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     L.self = getpid();
-    cpu_set_t cs;
-    if (L.bind && sched_getaffinity(0, sizeof cs, &cs) == 0)
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &cs))
-                L.cpus[L.ncpus++] = c;
+}
+
+/* What a child of ours undoes before exec, and its tie to our life. */
+static int child_setup(void)
+{
+    sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
+    sigaction(SIGPIPE, &L.oldpipe, NULL);
+    setrlimit(RLIMIT_NOFILE, &L.oldnofile);
+    /* Die with the launcher even if it is SIGKILLed, and do not start at
+     * all if it died before the request was in place. */
+    return prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != L.self ? -1 : 0;
 }
 
 static _Noreturn void child_fail(int rank, const char *what)
@@ -1091,30 +1789,35 @@ static void set_boot_env(int rank, int bfd, int jfd)
     setenv(t[CFG_JOB_ID].name, v, 1);
 }
 
-static void bind_cpu(int rank)
+/* Pins the rank-th rank of this host to one of the CPUs we may use. */
+static void bind_cpu(int rank, int local)
 {
-    if (L.ncpus == 0)
-        return;
     cpu_set_t cs;
+    int cpus[CPU_SETSIZE], n = 0;
+    if (sched_getaffinity(0, sizeof cs, &cs))
+        return;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &cs))
+            cpus[n++] = c;
+    if (n == 0)
+        return;
     CPU_ZERO(&cs);
-    CPU_SET(L.cpus[rank % L.ncpus], &cs);
+    CPU_SET(cpus[local % n], &cs);
     if (sched_setaffinity(0, sizeof cs, &cs))
-        dprintf(2, "shoalrun: rank %d: cannot bind to CPU %d: %s\n", rank,
-                L.cpus[rank % L.ncpus], strerror(errno));
+        dprintf(2, "shoalrun: rank %d: cannot bind to CPU %d: %s\n", rank, cpus[local % n],
+                strerror(errno));
 }
 
 /* In the forked child: becomes rank `rank` of the job.  The launcher is
- * single-threaded, so the child may use ordinary library calls. */
+ * single-threaded, so the child may use ordinary library calls.  Only a
+ * local launcher's rank 0 shares its stdin; an agent's stdin is its
+ * channel. */
 static _Noreturn void become_rank(int rank, int sock, int out, int err)
 {
-    sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
-    sigaction(SIGPIPE, &L.oldpipe, NULL);
-    setrlimit(RLIMIT_NOFILE, &L.oldnofile);
-    /* Die with the launcher even if it is SIGKILLed, and do not start at
-     * all if it died before the request was in place. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != L.self)
+    if (child_setup())
         _exit(EXIT_NOEXEC);
-    if (dup2(out, 1) < 0 || dup2(err, 2) < 0 || (rank > 0 && dup2(L.devnull, 0) < 0))
+    int keep_stdin = rank == 0 && L.role == ROLE_LOCAL;
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0 || (!keep_stdin && dup2(L.devnull, 0) < 0))
         child_fail(rank, "cannot set up standard streams");
     /* dup() leaves close-on-exec off, so these two survive the exec. */
     int bfd = dup(sock), jfd = dup(L.jobfd);
@@ -1122,7 +1825,7 @@ static _Noreturn void become_rank(int rank, int sock, int out, int err)
         child_fail(rank, "cannot pass the boot descriptors");
     set_boot_env(rank, bfd, jfd);
     if (L.bind)
-        bind_cpu(rank);
+        bind_cpu(rank, L.r[rank].local);
     L.job->pid[rank] = getpid();
     execvp(L.argv[0], L.argv);
     child_fail(rank, L.argv[0]);
@@ -1156,28 +1859,194 @@ static int spawn(int i)
     set_nonblock(pe[0]);
     r->pid = pid;
     r->sock = sv[0];
-    r->out[0] = (struct stream){.fd = po[0], .to = L.dest[0], .left = SIZE_MAX};
-    r->out[1] = (struct stream){.fd = pe[0], .to = L.dest[1], .left = SIZE_MAX};
+    /* An agent's ranks feed its channel, so a slow head holds them back. */
+    struct outq *to[2] = {L.role == ROLE_AGENT ? UPLINK : L.dest[0],
+                          L.role == ROLE_AGENT ? UPLINK : L.dest[1]};
+    for (int k = 0; k < 2; k++)
+        r->out[k] = (struct stream){.fd = k ? pe[0] : po[0], .k = k, .to = to[k],
+                                    .left = SIZE_MAX};
     L.nlive++;
+    if (L.role == ROLE_AGENT)
+        send_event(r, CHAN_EV_STARTED, (uint32_t)pid);
     return 0;
+}
+
+/* Starts the ranks of this host, in rank order, until one cannot start. */
+static void spawn_ranks(void)
+{
+    for (int i = 0; i < L.np; i++)
+        if (L.r[i].local >= 0 && spawn(i))
+            return;
+}
+
+/* ---- head: one agent per host ---------------------------------------------- */
+
+/* The job description for agent h (docs/BOOT.md, CHAN_JOB). */
+static void send_job(struct agent *a)
+{
+    extern char **environ;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        die("cannot name the current directory");
+    chan_begin(&msg, CHAN_JOB);
+    chan_u64(&msg, L.job->job_id);
+    chan_u32(&msg, (uint32_t)L.np);
+    chan_u32(&msg, (uint32_t)L.nag);
+    chan_u32(&msg, (uint32_t)(a - L.ag));
+    chan_u32(&msg, (uint32_t)L.bind);
+    for (int i = 0; i < L.np; i++)
+        chan_u16(&msg, (uint16_t)L.r[i].host);
+    int argc = 0;
+    while (L.argv[argc])
+        argc++;
+    chan_u32(&msg, (uint32_t)argc);
+    for (int i = 0; i < argc; i++)
+        chan_str(&msg, L.argv[i]);
+    chan_str(&msg, cwd);
+    /* The remote shell gives the agent its own environment; the job's
+     * settings (SHOAL_*) and the -x variables come from here. */
+    const char **vars = xcalloc((size_t)L.nxvars + 1, sizeof *vars);
+    int nvars = 0, nenv = 0;
+    for (int i = 0; i < L.nxvars; i++) {
+        const char *v = getenv(L.xvars[i]);
+        if (v && strncmp(L.xvars[i], "SHOAL_", 6))
+            vars[nvars++] = L.xvars[i];
+    }
+    for (char **e = environ; *e; e++)
+        nenv += !strncmp(*e, "SHOAL_", 6);
+    chan_u32(&msg, (uint32_t)(nenv + nvars));
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "SHOAL_", 6))
+            chan_str(&msg, *e);
+    for (int i = 0; i < nvars; i++) {
+        chan_bytes(&msg, vars[i], strlen(vars[i]));
+        chan_bytes(&msg, "=", 1);
+        chan_str(&msg, getenv(vars[i]));
+    }
+    free(vars);
+    chan_send(&a->out);
+}
+
+/* Starts the remote shell for agent a: its stdin and stdout are the
+ * channel, its stderr is ours.  Its own process group keeps a terminal's
+ * Ctrl-C to us, who end the job in order. */
+static int start_agent(struct agent *a, const char *exe)
+{
+    char *extra[] = {(char *)exe, AGENT_FLAG};
+    char **argv = hosts_rsh_argv(L.rsh ? L.rsh : DEFAULT_RSH, a->name, extra, 2);
+    int to[2] = {-1, -1}, from[2] = {-1, -1};
+    pid_t pid = -1;
+    if (argv && pipe2(to, O_CLOEXEC) == 0 && pipe2(from, O_CLOEXEC) == 0)
+        pid = fork();
+    if (pid == 0) {
+        if (child_setup() || setpgid(0, 0) || dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0)
+            _exit(EXIT_NOEXEC);
+        execvp(argv[0], argv);
+        dprintf(2, "shoalrun: cannot run the remote shell %s for host %s: %s\n", argv[0],
+                a->name, strerror(errno));
+        _exit(EXIT_NOEXEC);
+    }
+    int err = argv ? errno : ENOMEM;
+    for (int i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+    int ends[] = {to[0], from[1], pid < 0 ? to[1] : -1, pid < 0 ? from[0] : -1};
+    for (int k = 0; k < 4; k++)
+        if (ends[k] >= 0)
+            close(ends[k]);
+    if (pid < 0) {
+        fail_job(-1, 0, 1, 0, "cannot start the agent for host %s: %s", a->name, strerror(err));
+        return -1;
+    }
+    set_nonblock(from[0]);
+    a->pid = pid;
+    a->in = from[0];
+    a->out = (struct outq){.fd = to[1]};
+    return 0;
+}
+
+static void run_head(struct host *hosts, int nhosts)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0)
+        die("cannot find shoalrun's own path in /proc/self/exe");
+    exe[n] = '\0';
+    L.nag = nhosts;
+    L.ag = xcalloc((size_t)nhosts, sizeof *L.ag);
+    L.r = xcalloc((size_t)L.np, sizeof *L.r);
+    for (int h = 0, rank = 0; h < nhosts; h++) {
+        L.ag[h] = (struct agent){.name = hosts[h].name, .in = -1, .out = {.fd = -1},
+                                 .nranks = hosts[h].nranks};
+        for (int k = 0; k < hosts[h].nranks; k++, rank++)
+            L.r[rank] = (struct rank){.host = h, .local = k, .sock = -1,
+                                      .out = {{.fd = -1}, {.fd = -1}}};
+    }
+    L.nlive = L.np;
+    make_job_block(new_job_id(), nhosts);
+    L.pfd = xcalloc(npfd(), sizeof *L.pfd);
+    for (int h = 0; h < nhosts; h++) {
+        if (start_agent(&L.ag[h], exe)) {
+            for (int rest = h; rest < nhosts; rest++)
+                agent_ended(&L.ag[rest]);
+            break;
+        }
+        send_job(&L.ag[h]);
+    }
+    run();
+}
+
+static void run_local(void)
+{
+    char why[256];
+    if (find_program(L.argv[0], why, sizeof why)) {
+        fprintf(stderr, "shoalrun: %s\n", why);
+        exit(EXIT_NOEXEC);
+    }
+    L.nlocal = L.np;
+    L.r = xcalloc((size_t)L.np, sizeof *L.r);
+    for (int i = 0; i < L.np; i++)
+        L.r[i] = (struct rank){.local = i, .sock = -1, .out = {{.fd = -1}, {.fd = -1}}};
+    make_job_block(new_job_id(), 1); /* every rank on this host: host[] stays 0 */
+    L.pfd = xcalloc(npfd(), sizeof *L.pfd);
+    spawn_ranks();
+    run();
+}
+
+/* The agent learns everything from the head's first message (agent_job). */
+static void run_agent(void)
+{
+    set_nonblock(0);
+    L.pfd = xcalloc(npfd(), sizeof *L.pfd);
+    L.job_by = util_now_ns() + JOB_WAIT_MS * MS;
+    run();
 }
 
 int main(int argc, char **argv)
 {
-    parse_args(argc, argv);
-    check_program(L.argv[0]);
+    if (argc == 2 && !strcmp(argv[1], AGENT_FLAG))
+        L.role = ROLE_AGENT;
+    else
+        parse_args(argc, argv);
+    struct host *hosts = NULL;
+    int nhosts = 0;
+    if (L.role == ROLE_HEAD) {
+        char err[1200];
+        if ((L.hostlist ? hosts_parse_list(L.hostlist, &hosts, &nhosts, err, sizeof err)
+                        : hosts_parse_file(L.hostfile, &hosts, &nhosts, err, sizeof err)) ||
+            hosts_place(hosts, &nhosts, L.np, err, sizeof err))
+            bad_usage("%s", err);
+    }
     ensure_std_fds();
     setup_process();
     queue_init();
-    make_job_block();
-    L.r = xcalloc((size_t)L.np, sizeof *L.r);
-    for (int i = 0; i < L.np; i++)
-        L.r[i] = (struct rank){.sock = -1, .out = {{.fd = -1}, {.fd = -1}}};
-    L.pfd = xcalloc(3 + 3 * (size_t)L.np, sizeof *L.pfd);
     if (L.timeout > 0)
         L.timeout_at = util_now_ns() + (uint64_t)(L.timeout * 1e9);
-    for (int i = 0; i < L.np && spawn(i) == 0; i++)
-        ;
-    run();
+    if (L.role == ROLE_HEAD)
+        run_head(hosts, nhosts);
+    else if (L.role == ROLE_AGENT)
+        run_agent();
+    else
+        run_local();
     return L.failed ? L.exit_code : 0;
 }
