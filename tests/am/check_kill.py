@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs test_kill under shoalrun and checks that a SIGKILLed rank ends the
 job within the deadline, with a message naming it, and leaves /dev/shm as
-it was.  Usage: check_kill.py SHOALRUN TEST_KILL NRANKS MODE DEADLINE_S"""
+it was.  Usage: check_kill.py SHOALRUN TEST_KILL NRANKS MODE DEADLINE_S [LAUNCH_OPTION...]
+(launch options such as --hosts go to shoalrun)."""
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ if os.geteuid() == 0 and os.environ.get("SHOAL_CHECK_KILL_NS") != "1" and shutil
     sys.exit(r.returncode)
 
 shoalrun, prog, nranks, mode, deadline = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+launch = sys.argv[6:]
 victim = int(nranks) - 1
 before = set(os.listdir("/dev/shm"))
 
@@ -36,6 +38,6 @@ def handler_ran(out):
     return None if mode != "blocked" or said in out else "rank 0's failure handler did not run"
 
 
-fail = run_failing_job([shoalrun, "--timeout", "20", "-n", nranks, prog, mode], deadline, f"rank {victim}",
+fail = run_failing_job([shoalrun, "--timeout", "20", *launch, "-n", nranks, prog, mode], deadline, f"rank {victim}",
                        extra_checks=[shm_unchanged, handler_ran])
 sys.exit(1 if fail else 0)

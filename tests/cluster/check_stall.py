@@ -3,16 +3,17 @@
 launcher does not see; rank 0 must find it silent over the network and end
 the job naming it within SHOAL_NET_DEAD_MS plus a second, after running
 the failure handler it registered (shoal_on_peer_failure).
-Usage: check_stall.py SHOALRUN TEST_CLUSTER DEAD_MS"""
+Usage: check_stall.py SHOALRUN TEST_CLUSTER DEAD_MS [LAUNCH_OPTION...]
+(launch options such as --hosts go to shoalrun)."""
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from jobcheck import run_failing_job  # noqa: E402
 
-shoalrun, prog, dead_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
+shoalrun, prog, dead_ms, launch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 env = dict(os.environ, SHOAL_NET_DEAD_MS=str(dead_ms))
-fail = run_failing_job([shoalrun, "--timeout", "30", "-n", "2", prog, "stall"], dead_ms / 1000 + 1.5,
+fail = run_failing_job([shoalrun, "--timeout", "30", *launch, "-n", "2", prog, "stall"], dead_ms / 1000 + 1.5,
                        "peer rank 1 stopped answering", env=env,
                        extra_checks=[lambda out: None if "failure handler of rank 0 (registered): rank 1: peer rank 1 "
                                      "stopped answering" in out else "the failure handler did not run"])

@@ -271,7 +271,7 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     CHECK(shoal_size() == 2, "run with -n 2");
-    CHECK(!shoal_rank_local(1 - me), "run with SHOAL_TRANSPORT=udp|eth and SHOAL_NET_LOCAL=1");
+    CHECK(!shoal_rank_local(1 - me), "run the two ranks on two hosts, or with SHOAL_NET_LOCAL=1");
     shoal_am_register(H_ECHO, echo);
     shoal_am_register(H_ECHO_REP, echo_reply);
     if (!strcmp(test, "idle"))
