@@ -51,8 +51,8 @@ int main(int argc, char **argv)
     }
     int rc = util_config_load();
     printf("shoal %s\n", SHOAL_VERSION_STRING);
-    printf("transports compiled in: shm (cachable-queue rings, memfd segments)\n");
-    printf("launch: shoalrun (local processes)\n");
+    printf("transports compiled in: shm (cachable-queue rings, memfd segments), udp and eth (the cluster protocol)\n");
+    printf("launch: shoalrun (local processes; other hosts through a remote shell, --hosts)\n");
     print_settings();
     if (rc) {
         printf("\nconfiguration error: %s (see the message above)\n", shoal_strerror(rc));

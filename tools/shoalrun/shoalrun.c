@@ -206,7 +206,7 @@ static void usage(FILE *f)
         "      --timeout S   end the job after S seconds (exit status 124)\n"
         "      --bind        pin each rank to one allowed CPU of its host\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
-        "      --transport T between hosts: shm, udp or eth (sets SHOAL_TRANSPORT)\n"
+        "      --transport T between hosts: udp (default), eth, or shm (one host only)\n"
         "  -h, --help        show this help\n"
         "      --version     show the version\n"
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
