@@ -32,12 +32,6 @@ def shm_unchanged(out):
     return f"/dev/shm gained {sorted(gained)}" if gained else None
 
 
-def handler_ran(out):
-    # blocked survivors notice in their wait; computing ones are ended by the launcher
-    said = f"failure handler of rank 0: rank {victim}: peer rank {victim} killed by signal 9"
-    return None if mode != "blocked" or said in out else "rank 0's failure handler did not run"
-
-
 fail = run_failing_job([shoalrun, "--timeout", "20", *launch, "-n", nranks, prog, mode], deadline, f"rank {victim}",
-                       extra_checks=[shm_unchanged, handler_ran])
+                       extra_checks=[shm_unchanged])
 sys.exit(1 if fail else 0)

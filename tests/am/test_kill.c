@@ -1,7 +1,6 @@
 /* A rank dies with SIGKILL after init; the survivors are blocked in the
  * barrier (mode "blocked") or computing without polling ("compute").  Run
- * by check_kill.py, which times how fast the job ends and what it says,
- * and that a blocked survivor runs its failure handler. */
+ * by check_kill.py, which times how fast the job ends and what it says. */
 #include "shoal.h"
 #include "../common/check.h"
 
@@ -9,18 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static void on_failure(int rank, const char *reason, void *arg)
-{
-    (void)arg;
-    fprintf(stderr, "failure handler of rank %d: rank %d: %s\n", shoal_rank(), rank, reason);
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "blocked";
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     int victim = shoal_size() - 1;
-    shoal_on_peer_failure(on_failure, NULL);
     if (shoal_rank() == victim)
         raise(SIGKILL);
     if (!strcmp(mode, "compute")) {
