@@ -2028,7 +2028,7 @@ int main(int argc, char **argv)
         L.role = ROLE_AGENT;
     else
         parse_args(argc, argv);
-    struct host *hosts = NULL;
+    static struct host *hosts; /* the agents name their host from it until exit */
     int nhosts = 0;
     if (L.role == ROLE_HEAD) {
         char err[1200];
