@@ -284,11 +284,14 @@ int boot_host_of(int rank)
     return st.job && rank >= 0 && rank < st.size ? st.job->host[rank] : 0;
 }
 
+int boot_shm_peers(int a, int b)
+{
+    return a == b || (util_config_int(CFG_NET_LOCAL) != 1 && boot_host_of(a) == boot_host_of(b));
+}
+
 int boot_rank_local(int rank)
 {
-    if (rank == st.rank)
-        return 1;
-    return util_config_int(CFG_NET_LOCAL) != 1 && boot_host_of(rank) == boot_host_of(st.rank);
+    return boot_shm_peers(st.rank, rank);
 }
 
 /* The ranks of this host, in rank order: the launcher sends their

@@ -58,8 +58,11 @@ int boot_exchange_fd(int my_fd, int *fds);
 /* Host index of rank r (0 for a singleton).  Ranks with the same index
  * share a host and reach each other over shared memory. */
 int boot_host_of(int rank);
-/* Non-zero when rank r reaches this rank over shared memory: it runs on this
- * host and SHOAL_NET_LOCAL=1 (every peer over the network) is not set. */
+/* Non-zero when ranks a and b reach each other over shared memory: the
+ * same rank, or on one host while SHOAL_NET_LOCAL=1 (every peer over the
+ * network) is not set. */
+int boot_shm_peers(int a, int b);
+/* boot_shm_peers(this rank, rank). */
 int boot_rank_local(int rank);
 
 /* Collective: each rank contributes len bytes; all receives size*len bytes

@@ -1,18 +1,28 @@
-/* Dissemination barrier on shared-memory flags (Hensgen, Finkel & Manber):
- * ceil(log2 N) rounds; in round k rank r raises a flag in rank r+2^k's
- * inbox and waits for its own, raised by r-2^k.  Flags hold the barrier's
- * epoch, so they never need resetting and a fast rank's next barrier cannot
- * be confused with this one.  Handlers run while waiting.  A peer on
- * another host (or any peer, with SHOAL_NET_LOCAL=1) gets its flag as a
- * message whose handler raises the same flag in a local table.
+/* Barrier, hierarchical: the ranks of a host first, then one leader per
+ * host (its lowest rank) across hosts, then each leader releases its host.
+ * On one host that is a single dissemination barrier; with every rank on
+ * its own host (SHOAL_NET_LOCAL=1), a dissemination barrier over the
+ * network.
  *
- * On raw Ethernet with every peer on the network, the barrier uses the
- * medium's broadcast instead (GAMMA, seed 001 §5-6): each rank tells rank
- * 0 it arrived (reliable), and rank 0 releases everyone with ONE broadcast
- * frame: N messages instead of N log N.  Broadcasts may be lost: a rank
- * not released within COLL_QUERY_NS asks rank 0 once (reliable), and rank
- * 0 answers with a reliable release as soon as the barrier is complete. */
+ * Dissemination (Hensgen, Finkel & Manber): ceil(log2 N) rounds; in round
+ * k member i raises a flag at member i+2^k and waits for its own, raised
+ * by i-2^k.  Flags hold the barrier's epoch, so they never need resetting
+ * and a fast rank's next barrier cannot be confused with this one.
+ * Handlers run while waiting.  A flag for a peer on this host is a store
+ * into its inbox; for a peer elsewhere, a message whose handler raises the
+ * same flag in a local table.  Rounds are numbered across the phases (the
+ * host's first, the leaders' after them) so each has its own flags, and
+ * the leader's release is the last flag.
+ *
+ * On raw Ethernet the leaders use the medium's broadcast instead (GAMMA,
+ * seed 001 §5-6): each tells rank 0 it arrived (reliable), and rank 0
+ * releases everyone with ONE broadcast frame, which every rank on every
+ * host receives.  Broadcasts may be lost: a leader not released within
+ * COLL_QUERY_NS asks rank 0 once (reliable), and rank 0 answers with a
+ * reliable release as soon as the barrier is complete; a rank that is not
+ * a leader takes whichever comes first, the frame or its leader's flag. */
 #include "am/am.h"
+#include "boot/boot.h"
 #include "coll/coll.h"
 #include "net/net.h"
 
@@ -26,12 +36,17 @@ enum {
     COLL_H_QUERY,                          /* to rank 0: not released from (epoch) yet */
 };
 #define COLL_QUERY_NS 2000000ull
+#define COLL_RELEASE_ROUND (SHM_BARRIER_ROUNDS - 1)
 
 static struct {
     uint32_t arrived[2];    /* rank 0: arrivals per epoch parity (epochs never overlap further) */
     uint64_t done;          /* rank 0: last complete epoch */
     uint64_t *asked;        /* rank 0: [rank] epoch it asked about, 0 if none */
     uint64_t released;      /* others: last epoch released */
+    int *leaders;           /* the lowest rank of every host, in rank order */
+    int nleaders;
+    int leader_index;       /* this rank's in leaders[]; -1 if it is not one */
+    unsigned host_rounds;   /* dissemination rounds among this host's ranks */
 } bb;
 
 static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
@@ -76,6 +91,13 @@ void coll_init(void)
     am_register_internal(COLL_H_QUERY, coll_query);
 }
 
+void coll_fini(void)
+{
+    free(bb.leaders);
+    free(bb.asked);
+    memset(&bb, 0, sizeof bb);
+}
+
 static void coll_send(int peer, unsigned handler, uint64_t epoch)
 {
     int rc = am_request_internal(peer, handler, 0, NULL, 0, 1, &epoch);
@@ -83,16 +105,44 @@ static void coll_send(int peer, unsigned handler, uint64_t epoch)
         util_fatal("barrier: cannot reach rank %d: %s", peer, shoal_strerror(rc));
 }
 
-/* Every peer on the network, and a carrier whose broadcast is one frame. */
+static unsigned rounds_for(int n)
+{
+    unsigned k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+/* Who leads which host; computed at the first barrier, when every layer
+ * below knows its peers. */
+static void coll_layout(void)
+{
+    if (bb.leaders)
+        return;
+    bb.leaders = malloc((size_t)am.nranks * sizeof *bb.leaders);
+    if (!bb.leaders)
+        util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
+    bb.leader_index = -1;
+    for (int r = 0; r < am.nranks; r++) {
+        int first = 1;
+        for (int s = 0; s < r && first; s++)
+            first = !boot_shm_peers(s, r);
+        if (first && r == am.rank)
+            bb.leader_index = bb.nleaders;
+        if (first)
+            bb.leaders[bb.nleaders++] = r;
+    }
+    bb.host_rounds = rounds_for(am.shm->nlocal);
+    if (bb.host_rounds + rounds_for(bb.nleaders) > COLL_RELEASE_ROUND)
+        util_fatal("barrier: %d hosts of up to %d ranks need more than %u flag rounds", bb.nleaders,
+                   am.shm->nlocal, COLL_RELEASE_ROUND);
+}
+
+/* Leaders on the network, and a carrier whose broadcast is one frame. */
 static int coll_use_broadcast(void)
 {
     const char *c = net_carrier();
-    if (!am.remote || !c || strcmp(c, "eth") != 0)
-        return 0;
-    for (int r = 0; r < am.nranks; r++)
-        if (r != am.rank && !am.remote[r])
-            return 0;
-    return 1;
+    return am.remote && c && strcmp(c, "eth") == 0 && bb.nleaders > 1;
 }
 
 static void coll_root(uint64_t epoch)
@@ -101,7 +151,7 @@ static void coll_root(uint64_t epoch)
         util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
     struct util_backoff b;
     util_backoff_init(&b);
-    while (bb.arrived[epoch & 1] < (uint32_t)am.nranks - 1)
+    while (bb.arrived[epoch & 1] < (uint32_t)bb.nleaders - 1)
         am_progress_wait(&b, 0);
     bb.arrived[epoch & 1] = 0;
     bb.done = epoch;
@@ -149,6 +199,43 @@ static int coll_raised(unsigned round, uint64_t epoch)
            (am.net_barrier && am.net_barrier[round] >= epoch);
 }
 
+/* A dissemination barrier among the n ranks of members (this one is at
+ * index me), on flag rounds from round0 on. */
+static void coll_disseminate(const int *members, int n, int me, unsigned round0, uint64_t epoch)
+{
+    unsigned round = round0;
+    for (int dist = 1; dist < n; dist <<= 1, round++) {
+        coll_raise(members[(me + dist) % n], round, epoch);
+        struct util_backoff b;
+        util_backoff_init(&b);
+        while (!coll_raised(round, epoch))
+            am_progress_wait(&b, 0);
+    }
+}
+
+/* Across hosts, among the leaders; then each leader releases its host. */
+static void coll_leaders(uint64_t epoch, int may_broadcast)
+{
+    if (may_broadcast && coll_use_broadcast()) {
+        if (am.rank == 0)
+            coll_root(epoch);
+        else
+            coll_leaf(epoch);
+    } else {
+        coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.host_rounds, epoch);
+    }
+    for (int i = 1; i < am.shm->nlocal; i++)
+        coll_raise(am.shm->local[i], COLL_RELEASE_ROUND, epoch);
+}
+
+static void coll_wait_release(uint64_t epoch)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (!coll_raised(COLL_RELEASE_ROUND, epoch) && bb.released < epoch)
+        am_progress_wait(&b, 0);
+}
+
 int shoal_barrier(void)
 {
     return coll_barrier(1);
@@ -162,21 +249,13 @@ int coll_barrier(int may_broadcast)
     if (rc)
         return rc;
     uint64_t epoch = ++am.barrier_epoch;
-    if (may_broadcast && am.nranks > 1 && coll_use_broadcast()) {
-        if (am.rank == 0)
-            coll_root(epoch);
+    coll_layout();
+    coll_disseminate(am.shm->local, am.shm->nlocal, am.shm->local_index[am.rank], 0, epoch);
+    if (bb.nleaders > 1) {
+        if (bb.leader_index >= 0)
+            coll_leaders(epoch, may_broadcast);
         else
-            coll_leaf(epoch);
-        am.stats.barriers++;
-        return SHOAL_OK;
-    }
-    unsigned round = 0;
-    for (int dist = 1; dist < am.nranks; dist <<= 1, round++) {
-        coll_raise((am.rank + dist) % am.nranks, round, epoch);
-        struct util_backoff b;
-        util_backoff_init(&b);
-        while (!coll_raised(round, epoch))
-            am_progress_wait(&b, 0);
+            coll_wait_release(epoch);
     }
     am.stats.barriers++;
     return SHOAL_OK;

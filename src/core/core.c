@@ -52,6 +52,7 @@ int shoal_init(int *argc, char ***argv)
         LOG(LOG_ERROR, "shoal_init failed: %s", shoal_strerror(rc));
         rma_fini();
         am_net_fini();
+        coll_fini();
         am_fini();
         shm_fini(&shm);
         boot_leave();
@@ -98,6 +99,7 @@ int shoal_finalize(void)
     core_drain();
     rma_fini();
     am_net_fini();
+    coll_fini();
     am_fini();
     shm_fini(&shm);
     boot_finalize();
