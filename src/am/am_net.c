@@ -233,7 +233,7 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
         rx->h = h;
         memcpy(rx->args, args, 8 * (size_t)h.nargs);
         if (h.kind == AM_MEDIUM && rx->cap < h.total) {
-            free(rx->buf);
+            free(rx->buf); /* a message abandoned midway (malformed) left it */
             if (!(rx->buf = aligned_alloc(64, (h.total + 63u) & ~63u)))
                 util_fatal("out of memory for a %u-byte medium message from rank %u", h.total, peer);
             rx->cap = h.total;
@@ -246,6 +246,12 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
     if (rx->next_off == h.total) {
         rx->busy = 0;
         am_net_run(peer, cls, &rx->h, rx->args, dst);
+        /* A gathered medium spans packets, so one allocation per message
+         * is cheap; keeping the buffer would make every peer that once
+         * sent a large medium cost its size for the rest of the job. */
+        free(rx->buf);
+        rx->buf = NULL;
+        rx->cap = 0;
     }
 }
 

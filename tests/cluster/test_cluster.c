@@ -7,6 +7,8 @@
  *           traffic's results are exact;
  *   stall   rank 1 stops (SIGSTOP): rank 0 must end the job naming it
  *           (checked by check_stall.py);
+ *   peers   rank 0 talks to every peer and then measures what they cost
+ *           it in heap memory once idle (any number of ranks);
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
  *           keepalives, so it is not declared dead. */
@@ -21,13 +23,14 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { H_ECHO, H_ECHO_REP, H_ENDPOINT };
+enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG };
 #define ROUNDS 4000u
 
 static int me;
@@ -53,6 +56,70 @@ static void endpoint(shoal_token_t t, void *buf, size_t n, const uint64_t *a, un
     (void)t, (void)a, (void)na;
     CHECK(n < sizeof peer_endpoint, "endpoint of %zu bytes", n);
     memcpy(peer_endpoint, buf, n);
+}
+
+static volatile uint64_t pongs;
+
+static void ping(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf, (void)na;
+    CHECK(n == a[0], "ping of %zu bytes, sent %llu", n, (unsigned long long)a[0]);
+    CHECK_RC(shoal_am_reply_short(t, H_PONG, 0, shoal_noargs), SHOAL_OK);
+}
+
+static void pong(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)n, (void)a, (void)na;
+    pongs++;
+}
+
+/* The bound: what a peer costs once it has gone quiet. */
+#define PEER_BYTES_MAX (64u << 10)
+
+/* Memory per idle peer: rank 0's heap growth from talking to every peer
+ * (a short message, a one-packet medium and a many-fragment medium each
+ * way), taken once the traffic is over, divided by the peers. */
+static void test_peers(void)
+{
+    int n = shoal_size();
+    size_t big = shoal_am_max_medium() < (64u << 10) ? shoal_am_max_medium() : (64u << 10);
+    size_t sizes[3] = {0, 256, big};
+    char *buf = calloc(big, 1);
+    CHECK(buf != NULL, "out of memory");
+    struct mallinfo2 before = mallinfo2(); /* no peer contacted yet but for the start-up exchange */
+    if (before.uordblks == 0) { /* a sanitizer's allocator: glibc's counters stay 0 */
+        printf("peers: the allocator does not report its use; skipped\n");
+        CHECK_RC(shoal_finalize(), SHOAL_OK);
+        exit(77);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    int sent = 0;
+    for (int p = 0; p < n; p++) {
+        if (p == me || (me != 0 && p != 0))
+            continue; /* rank 0 talks to everyone, everyone to rank 0 */
+        for (int i = 0; i < 3; i++, sent++)
+            CHECK_RC(shoal_am_request_medium(p, H_PING, 0, buf, sizes[i], shoal_args(sizes[i])), SHOAL_OK);
+    }
+    double t0 = test_now();
+    while (pongs < (uint64_t)sent) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, 30, "the pongs");
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    /* every packet acknowledged and released: poll past the delayed ACKs */
+    for (t0 = test_now(); test_now() - t0 < 0.2;)
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+    struct mallinfo2 after = mallinfo2();
+    free(buf);
+    if (me == 0) {
+        /* heap in use, mmapped blocks included */
+        double grew = (double)(after.uordblks + after.hblkhd) - (double)(before.uordblks + before.hblkhd);
+        double per = grew / (n - 1);
+        printf("peers: %d peers cost %.0f bytes of heap each once idle (limit %u)\n", n - 1, per,
+               PEER_BYTES_MAX);
+        CHECK(per <= PEER_BYTES_MAX, "an idle peer costs %.0f bytes", per);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
 }
 
 static double cpu_seconds(void)
@@ -270,11 +337,15 @@ int main(int argc, char **argv)
     const char *test = argc > 1 ? argv[1] : "";
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
-    CHECK(shoal_size() == 2, "run with -n 2");
-    CHECK(!shoal_rank_local(1 - me), "run the two ranks on two hosts, or with SHOAL_NET_LOCAL=1");
     shoal_am_register(H_ECHO, echo);
     shoal_am_register(H_ECHO_REP, echo_reply);
-    if (!strcmp(test, "idle"))
+    shoal_am_register(H_PING, ping);
+    shoal_am_register(H_PONG, pong);
+    CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
+    CHECK(shoal_size() == 2 || !strcmp(test, "peers"), "run %s with -n 2", test);
+    if (!strcmp(test, "peers"))
+        test_peers();
+    else if (!strcmp(test, "idle"))
         test_idle();
     else if (!strcmp(test, "inject"))
         test_inject();
