@@ -46,6 +46,8 @@ static struct {
     struct udp_sock udp;
     struct eth_sock eth;
     struct net_addr *peers;
+    struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
+    int sockbuf;
     struct rel *rel[2];
     struct faults fsend, frecv;
     int faulty;
@@ -88,10 +90,13 @@ static void flush_tx(void)
         sent = rc < 0 ? 0 : (unsigned)rc;
     } else {
         struct udp_packet p[NET_BATCH];
-        for (unsigned i = 0; i < n; i++)
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t d = net.txdst[i];
             p[i] = (struct udp_packet){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
                                        .tail = net.txtail[i], .tail_len = net.txtail_len[i],
-                                       .peer = net.peers[net.txdst[i]].udp};
+                                       .peer = net.peers[d].udp,
+                                       .conn = udp_conn_get(&net.conns[d], &net.udp, &net.peers[d].udp, net.sockbuf)};
+        }
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
     }
@@ -100,11 +105,17 @@ static void flush_tx(void)
     net.stats.packets_sent += sent;
 }
 
+/* Tails up to this size are copied even when they could be referenced: a
+ * datagram in one piece goes out through sendto(2), which costs less than
+ * sendmsg(2)'s two-part message. */
+#define NET_COPY_TAIL_MAX 1024u
+
 /* Queues head, then tail: copied after head, or referenced when it stays
  * valid until the packet is flushed (the engines' stored DATA payloads;
  * engine_input flushes before an ACK can free one). */
 static void queue_one(uint32_t dst, const void *head, size_t hlen, const void *tail, size_t tlen, int keep_tail)
 {
+    keep_tail = keep_tail && tlen > NET_COPY_TAIL_MAX;
     if (net.ntx == NET_BATCH)
         flush_tx();
     unsigned char *slot = net.txbuf + net.ntx * net.pkt_cap;
@@ -431,7 +442,7 @@ static int open_carriers(const char *transport, struct net_addr *me)
 {
     uint16_t lo = 0, hi = 0;
     util_port_range(util_config_str(CFG_PORT_RANGE), &lo, &hi);
-    int sockbuf = (int)util_config_int(CFG_NET_SOCKBUF);
+    int sockbuf = net.sockbuf = (int)util_config_int(CFG_NET_SOCKBUF);
     const char *iface = util_config_str(CFG_IFACE);
     /* every rank has a UDP socket: it is the fallback every rank can take */
     int rc = udp_open(&net.udp, iface, lo, hi, sockbuf);
@@ -499,8 +510,11 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     if (rc)
         me.max_payload = 0;
     net.peers = calloc((size_t)nranks, sizeof *net.peers);
-    if (!net.peers)
+    net.conns = malloc((size_t)nranks * sizeof *net.conns);
+    if (!net.peers || !net.conns)
         util_fatal("out of memory for the table of %d peer addresses", nranks);
+    for (int r = 0; r < nranks; r++)
+        net.conns[r] = (struct udp_conn){.fd = -1};
     int xrc = boot_allgather(&me, sizeof me, net.peers);
     if (rc || xrc)
         return rc ? rc : xrc;
@@ -582,9 +596,12 @@ void net_fini(void)
             rel_destroy(net.rel[ch]);
     fault_fini(&net.fsend);
     fault_fini(&net.frecv);
+    for (int r = 0; net.conns && r < net.nranks; r++)
+        udp_conn_close(&net.conns[r]);
     udp_close(&net.udp);
     eth_close(&net.eth);
     free(net.peers);
+    free(net.conns);
     free(net.txbuf);
     free(net.rxbuf);
     free(net.scratch);
