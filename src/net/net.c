@@ -493,6 +493,8 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
         c.reply_channel = ch;
         rc = rel_create(&net.rel[ch], &c, &io, NULL);
     }
+    if (rc == SHOAL_OK)
+        rel_link(net.rel[NET_REQUEST], net.rel[NET_REPLY]);
     return rc;
 }
 

@@ -4,7 +4,8 @@
  * socket or raw Ethernet frames, SHOAL_TRANSPORT) and two reliability
  * engines (rel.h): the request channel and the reply channel, each with
  * its own sequence numbers and credits, so a reply never waits for
- * credits only the peer's request handlers free.  It moves opaque
+ * credits only the peer's request handlers free; linked, so that each
+ * one's data carries the other's acknowledgements (rel_link).  It moves opaque
  * messages of up to net_max_payload() bytes, reliably and in order per
  * (peer, channel); framing active messages is the AM layer's.
  *

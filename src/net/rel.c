@@ -82,6 +82,7 @@ struct rel {
     struct bcast_msg *bq;              /* received broadcasts, rcv_buf of them */
     uint32_t bq_head, bq_len;
     enum cur_msg cur;
+    struct rel *other;                 /* this rank's other channel (rel_link), or NULL */
     uint64_t next_due;                 /* no peer timer is due before this */
     struct rel_stats stats;
 };
@@ -279,20 +280,40 @@ static uint64_t sack_bits(const struct rel *r, const struct peer *p)
     return s;
 }
 
-/* Encodes and sends one packet to p with our ack, SACK and credits, which
- * makes a pending explicit ACK unnecessary. */
+/* Whose receive state a packet of r to p carries (*q: that channel's state
+ * for p): r's own, unless the packet is DATA and the other channel owes p
+ * an acknowledgement sooner.  In a request/reply exchange each direction
+ * carries one channel's data and owes the other's acks (requests one way,
+ * replies the other), so only this keeps it free of explicit ACKs. */
+static struct rel *ack_channel(struct rel *r, struct peer *p, uint8_t type, struct peer **q)
+{
+    struct peer *o = r->other && type == WIRE_DATA ? r->other->peers[p->rank] : NULL;
+    if (o && !o->dead && o->ack_due < p->ack_due) {
+        *q = o;
+        return r->other;
+    }
+    *q = p;
+    return r;
+}
+
+/* Encodes and sends one packet to p with an ack, SACK and credits (of
+ * ack_channel's choice), which makes that channel's pending explicit ACK
+ * unnecessary. */
 static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t flags, uint32_t seq,
                         const void *data, uint32_t len)
 {
-    uint32_t credits = p->consumed + r->cfg.rcv_buf - p->rcv_ack;
+    struct peer *q;
+    struct rel *a = ack_channel(r, p, type, &q);
+    uint32_t credits = q->consumed + a->cfg.rcv_buf - q->rcv_ack;
+    flags |= (r->cfg.reply_channel ? WIRE_F_REPLY : 0) | (a->cfg.reply_channel ? WIRE_F_ACK_REPLY : 0);
     struct wire_header h = {
-        .type = type, .flags = (uint16_t)(flags | (r->cfg.reply_channel ? WIRE_F_REPLY : 0)), .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
-        .dst = p->rank, .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq,
-        .ack = p->rcv_ack, .sack = sack_bits(r, p), .credits = (uint16_t)credits, .len = (uint16_t)len};
+        .type = type, .flags = flags, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self, .dst = p->rank,
+        .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq, .ack = q->rcv_ack, .sack = sack_bits(a, q),
+        .credits = (uint16_t)credits, .len = (uint16_t)len};
     unsigned char hdr[WIRE_HEADER_BYTES];
     wire_encode_header(hdr, &h, r->cfg.need_checksum);
-    p->adv_limit = p->rcv_ack + credits;
-    p->ack_due = REL_NEVER;
+    q->adv_limit = q->rcv_ack + credits;
+    q->ack_due = REL_NEVER;
     r->io.xmit(r->ctx, p->rank, hdr, data, len, 1);
 }
 
@@ -561,21 +582,39 @@ static enum wire_verdict check_incarnation(struct rel *r, struct peer *p, const 
     return WIRE_DROP_INCARNATION;
 }
 
+/* A packet from p arrived: p is alive. */
+static void heard(struct rel *r, struct peer *p, uint64_t now)
+{
+    p->last_rx = now;
+    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
+    p->ka_first = REL_NEVER;
+}
+
+/* The ack fields of h (when it is DATA of the other channel's: see
+ * ack_channel) go to engine a's state for the sender, q; the rest to r's,
+ * p.  Both pass the incarnation checks before either changes. */
 static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *payload, uint64_t now)
 {
-    struct peer *p = peer_get(r, h->src, now);
-    if (!p) {
+    struct rel *a = r;
+    if (h->type == WIRE_DATA && !(h->flags & WIRE_F_ACK_REPLY) != !r->cfg.reply_channel && !(a = r->other))
+        return WIRE_DROP_TYPE; /* an engine without a linked channel cannot take its acks */
+    struct peer *p = peer_get(r, h->src, now), *q = a == r ? p : peer_get(a, h->src, now);
+    if (!p || !q) {
         r->stats.nomem++;
         return WIRE_DROP_WINDOW;
     }
     enum wire_verdict v = check_incarnation(r, p, h);
+    if (v == WIRE_OK && q != p)
+        v = check_incarnation(a, q, h);
     if (v != WIRE_OK)
         return v;
-    if (h->type != WIRE_BCAST && rx_ack(r, p, h, now))
+    if (h->type != WIRE_BCAST && rx_ack(a, q, h, now))
         return WIRE_DROP_WINDOW;
-    p->last_rx = now;
-    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
-    p->ka_first = REL_NEVER;
+    heard(r, p, now);
+    if (q != p) {
+        heard(a, q, now);
+        note_deadline(a, q);
+    }
     if (h->type == WIRE_DATA)
         v = rx_data(r, p, h, payload, now);
     else if (h->type == WIRE_KEEPALIVE)
@@ -611,10 +650,18 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
     return SHOAL_OK;
 }
 
+void rel_link(struct rel *request, struct rel *reply)
+{
+    request->other = reply;
+    reply->other = request;
+}
+
 void rel_destroy(struct rel *r)
 {
     if (!r)
         return;
+    if (r->other)
+        r->other->other = NULL;
     for (struct peer *p = r->active, *next; p; p = next) {
         next = p->next_active;
         for (uint32_t i = 0; i < r->cfg.window; i++)

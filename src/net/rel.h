@@ -30,7 +30,9 @@
  *    once (Karn) that the previous ACK could already have reported;
  *    RTO = SRTT + max(4 RTTVAR, rto_min) (Jacobson/Karels, with Linux's
  *    floor on the variance term), rto_init before the first sample.
- *  - Acknowledgements ride on every outgoing packet.  An explicit ACK goes
+ *  - Acknowledgements ride on every outgoing packet: the channel's own,
+ *    or, on DATA of two linked channels (rel_link), the other channel's
+ *    when it owes one sooner.  An explicit ACK goes
  *    out ack_delay after data when no packet carried one, and at once (at
  *    the next rel_tick) for packets with WIRE_F_ACK_NOW, KEEPALIVEs,
  *    duplicates, overruns, the packet that opens a hole, the DUPTHRESH'th
@@ -159,6 +161,11 @@ struct rel;
 /* Returns SHOAL_OK, SHOAL_EINVAL for a bad configuration (logged), or
  * SHOAL_ENOMEM.  io and ctx must outlive the engine. */
 int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_io *io, void *ctx);
+/* Joins a rank's two channels (the same configuration but reply_channel),
+ * so that each one's DATA packets can carry the other's acknowledgements
+ * (WIRE_F_ACK_REPLY).  The two are then one engine as far as concurrency
+ * goes: no call may run on either while one runs on the other. */
+void rel_link(struct rel *request, struct rel *reply);
 void rel_destroy(struct rel *r);
 
 /* Queues payload for reliable delivery to peer and sends it if allowed.
@@ -179,7 +186,9 @@ int rel_bcast(struct rel *r, const void *payload, size_t len);
 
 /* Handles one received packet; returns WIRE_OK or why it was dropped
  * (also counted in stats.dropped).  A packet of the other channel is
- * WIRE_DROP_TYPE: the carrier hands each engine its own (wire_channel). */
+ * WIRE_DROP_TYPE: the carrier hands each engine its own
+ * (rel_packet_is_reply); the engine passes acknowledgements for the
+ * other channel to it (WIRE_DROP_TYPE when it has none linked). */
 enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t now);
 
 /* Runs the timers due at now: retransmissions, delayed ACKs, keepalives,

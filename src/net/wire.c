@@ -121,7 +121,8 @@ enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expec
     if (h->src >= e->nranks || h->src == e->self || (h->dst != e->self && h->dst != WIRE_BROADCAST) ||
         (h->dst == WIRE_BROADCAST) != (h->type == WIRE_BCAST))
         return WIRE_DROP_RANK;
-    if (h->type == 0 || h->type >= WIRE_TYPES || (h->flags & ~WIRE_FLAGS) || h->src_inc == 0)
+    if (h->type == 0 || h->type >= WIRE_TYPES || (h->flags & ~WIRE_FLAGS) || h->src_inc == 0 ||
+        (h->type != WIRE_DATA && !(h->flags & WIRE_F_REPLY) != !(h->flags & WIRE_F_ACK_REPLY)))
         return WIRE_DROP_TYPE;
     if (h->len > WIRE_MAX_PAYLOAD || (size_t)h->len != n - WIRE_HEADER_BYTES ||
         (h->len && h->type != WIRE_DATA && h->type != WIRE_BCAST))

@@ -315,6 +315,96 @@ static void acks(void)
           per_msg[1], per_msg[0]);
 }
 
+/* ---- two channels: each carries the other's acks --------------------------- */
+
+/* Node 0 keeps `depth` requests out to node 1, which answers each with a
+ * reply on its reply channel, as active messages do. */
+struct exchange {
+    uint32_t count, depth;
+    uint32_t requested, served, answered, replied; /* requests sent, taken; replies sent, taken */
+};
+
+static int msg_idx(const struct rel_msg *m)
+{
+    uint32_t idx;
+    CHECK(m->len == sizeof idx, "a %zu-byte message", m->len);
+    memcpy(&idx, m->data, sizeof idx);
+    return (int)idx;
+}
+
+static uint64_t exchange_app(struct sim *s, void *ctx, int *done)
+{
+    struct exchange *x = ctx;
+    struct rel_msg m;
+    struct rel *req0 = s->nodes[0].rel, *req1 = s->nodes[1].rel, *rep0 = s->nodes[0].reply, *rep1 = s->nodes[1].reply;
+    while (x->served > x->answered &&
+           rel_send(rep1, 0, &x->answered, sizeof x->answered, s->now) == SHOAL_OK)
+        x->answered++;
+    while (x->answered == x->served && rel_recv(req1, &m) == SHOAL_OK) {
+        CHECK(m.peer == 0 && msg_idx(&m) == (int)x->served, "request %d, expected %u", msg_idx(&m), x->served);
+        rel_release(req1, s->now);
+        x->served++;
+        if (rel_send(rep1, 0, &x->answered, sizeof x->answered, s->now) == SHOAL_OK)
+            x->answered++;
+    }
+    while (rel_recv(rep0, &m) == SHOAL_OK) {
+        CHECK(m.peer == 1 && msg_idx(&m) == (int)x->replied, "reply %d, expected %u", msg_idx(&m), x->replied);
+        rel_release(rep0, s->now);
+        x->replied++;
+    }
+    while (x->requested < x->count && x->requested - x->replied < x->depth &&
+           rel_send(req0, 1, &x->requested, sizeof x->requested, s->now) == SHOAL_OK)
+        x->requested++;
+    *done = x->replied == x->count;
+    return REL_NEVER;
+}
+
+/* Request/reply exchanges, one at a time and eight deep: clean, every
+ * packet's acknowledgement rides on the other channel's data (no explicit
+ * ACK but for the last reply's); under faults, every request and reply
+ * arrives once and in order.  An engine with no channel linked drops DATA
+ * that carries the other channel's acks. */
+static void channels(void)
+{
+    static struct sim s;
+    struct rel_config rc;
+    rel_config_default(&rc);
+    static const char *const faults[] = {"", "loss=0.01,reorder=0.01,dup=0.001,seed=7"};
+    for (int f = 0; f < 2; f++)
+        for (uint32_t depth = 1; depth <= 8; depth *= 8) {
+            struct exchange x = {.count = 20000, .depth = depth};
+            sim_init(&s, 2, &rc, faults[f]);
+            sim_add_reply_channels(&s);
+            sim_run(&s, exchange_app, &x, 60 * SEC);
+            char what[64];
+            snprintf(what, sizeof what, "depth %u%s", depth, f ? ", faults" : "");
+            print_stats(what, &s, 0);
+            check_no_deaths(&s);
+            uint64_t acks = SIM_SUM(&s, acks_sent);
+            if (!f)
+                CHECK(acks <= 2 && SIM_SUM(&s, retransmits) == 0, "%s: %llu explicit acks", what,
+                      (unsigned long long)acks);
+            else
+                CHECK(SIM_SUM(&s, retransmits) > 0, "%s: no retransmission", what);
+            sim_fini(&s);
+        }
+
+    rc.self = 1;
+    rc.nranks = 2;
+    rc.job = SIM_JOB;
+    rc.key = SIM_KEY;
+    rc.incarnation = 7;
+    static const struct rel_io io = {0};
+    struct rel *lone;
+    CHECK_RC(rel_create(&lone, &rc, &io, NULL), SHOAL_OK);
+    struct wire_header h = {.type = WIRE_DATA, .flags = WIRE_F_ACK_REPLY, .job = SIM_JOB, .key = SIM_KEY, .src = 0,
+                            .dst = 1, .src_inc = 9, .seq = 1, .credits = 16, .len = 4};
+    unsigned char pkt[WIRE_HEADER_BYTES + 4];
+    CHECK(wire_encode(pkt, sizeof pkt, &h, "data", 0) == sizeof pkt, "encode");
+    CHECK(rel_input(lone, pkt, sizeof pkt, 0) == WIRE_DROP_TYPE, "an unlinked engine took the reply channel's acks");
+    rel_destroy(lone);
+}
+
 /* ---- broadcasts --------------------------------------------------------------- */
 
 /* The traffic, plus `left` broadcasts from node 0, one every 20 us. */
@@ -710,7 +800,7 @@ int main(int argc, char **argv)
             found = 1;
         }
     static const struct { const char *name; void (*fn)(void); } others[] = {
-        {"acks", acks},       {"bcast", bcast},         {"stall", stall}, {"dead", dead},
+        {"acks", acks},       {"channels", channels}, {"bcast", bcast},         {"stall", stall}, {"dead", dead},
         {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (!strcmp(what, others[i].name)) {
