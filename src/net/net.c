@@ -34,6 +34,7 @@ struct net_addr {
 enum carrier { CARRIER_UDP, CARRIER_ETH };
 
 #define NET_BATCH SOCK_BATCH
+#define NET_SPARE (2 * NET_BATCH) /* packet buffers kept for reuse; more go back to the allocator */
 #define NET_DELIVER_BATCH 64u    /* messages per net_poll, so shm peers are not starved */
 #define NET_LINGER_NS 1000000000ull
 #define NET_THREAD_TICK_NS 10000000ull /* how often the progress thread looks */
@@ -53,9 +54,12 @@ static struct {
     int faulty;
     net_deliver_fn deliver;
     size_t max_payload, pkt_cap;
-    unsigned char *txbuf, *rxbuf; /* NET_BATCH packets of pkt_cap each */
+    unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
     unsigned char *scratch;       /* one packet put together for the fault injector */
-    struct sock_rx rx;            /* receive headers over rxbuf, described once */
+    struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
+    int rx_cur;                   /* the entry of rx whose packet the engines have, or -1 */
+    void *spare[NET_SPARE];       /* packet buffers the engines gave back, for the next take */
+    unsigned nspare;
     size_t txlen[NET_BATCH];
     const void *txtail[NET_BATCH];
     size_t txtail_len[NET_BATCH];
@@ -242,6 +246,43 @@ static void count_drop(enum wire_verdict v)
     }
 }
 
+/* ---- receive buffers handed to the engines ----------------------------- */
+
+/* A buffer for one packet, 64-byte aligned as the AM layer expects
+ * payloads (after the 64-byte header). */
+static void *packet_buffer(void)
+{
+    if (net.nspare)
+        return net.spare[--net.nspare];
+    return aligned_alloc(64, (net.pkt_cap + 63) & ~(size_t)63);
+}
+
+/* An engine keeps the packet it is given (io.take) when it is a large part
+ * of its buffer: its payload is then copied only once, by the AM layer;
+ * smaller ones are cheaper to copy than to hold a whole buffer for.  Only
+ * packets still in the receive batch's buffers can be handed over (the
+ * fault injector passes its own copies). */
+static int engine_take(void *ctx, const void *pkt, size_t len)
+{
+    (void)ctx;
+    if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur][0].iov_base || 4 * len < net.pkt_cap)
+        return 0;
+    void *fresh = packet_buffer();
+    if (!fresh)
+        return 0;
+    sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.pkt_cap);
+    return 1;
+}
+
+static void engine_give_back(void *ctx, void *pkt)
+{
+    (void)ctx;
+    if (net.nspare < NET_SPARE)
+        net.spare[net.nspare++] = pkt;
+    else
+        free(pkt);
+}
+
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     (void)ctx, (void)src;
@@ -266,14 +307,16 @@ static unsigned receive_batch(void)
     int got = net.carrier == CARRIER_ETH ? eth_recv_batch(&net.eth, &net.rx, len, NULL)
                                          : udp_recv_batch(&net.udp, &net.rx, len, NULL);
     for (int i = 0; i < got; i++) {
-        const unsigned char *pkt = net.rxbuf + (size_t)i * net.pkt_cap;
+        const unsigned char *pkt = net.rx.iov[i][0].iov_base;
         net.stats.packets_received++;
         net.stats.bytes_received += len[i];
+        net.rx_cur = i;
         if (net.faulty)
             fault_pass(&net.frecv, net.now, claimed_src(pkt, len[i]), pkt, len[i], engine_input, NULL);
         else
             engine_input(NULL, 0, pkt, len[i]);
     }
+    net.rx_cur = -1;
     return got > 0 ? (unsigned)got : 0;
 }
 
@@ -487,7 +530,8 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
     fault_init(&net.fsend, &fc, 2ull * (uint64_t)net.rank);
     fault_init(&net.frecv, &fc, 2ull * (uint64_t)net.rank + 1);
-    static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead};
+    static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead, .take = engine_take,
+                                     .give_back = engine_give_back};
     int rc = SHOAL_OK;
     for (int ch = 0; ch < 2 && rc == SHOAL_OK; ch++) {
         c.reply_channel = ch;
@@ -538,13 +582,17 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         eth_close(&net.eth);
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
-    net.rxbuf = malloc(NET_BATCH * net.pkt_cap);
     net.scratch = malloc(net.pkt_cap);
-    if (!net.txbuf || !net.rxbuf || !net.scratch)
+    if (!net.txbuf || !net.scratch)
         return SHOAL_ENOMEM;
     net.rx.n = NET_BATCH;
-    for (unsigned i = 0; i < NET_BATCH; i++)
-        sock_rx_set(&net.rx, i, net.rxbuf + i * net.pkt_cap, net.pkt_cap);
+    net.rx_cur = -1;
+    for (unsigned i = 0; i < NET_BATCH; i++) {
+        void *buf = packet_buffer();
+        if (!buf)
+            return SHOAL_ENOMEM;
+        sock_rx_set(&net.rx, i, buf, net.pkt_cap);
+    }
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;
@@ -605,7 +653,10 @@ void net_fini(void)
     free(net.peers);
     free(net.conns);
     free(net.txbuf);
-    free(net.rxbuf);
+    for (unsigned i = 0; i < net.rx.n; i++)
+        free(net.rx.iov[i][0].iov_base);
+    while (net.nspare)
+        free(net.spare[--net.nspare]);
     free(net.scratch);
     memset(&net, 0, sizeof net);
     net.udp.fd = net.eth.fd = -1;

@@ -18,6 +18,7 @@ struct tx_slot {
     void *data;
     uint32_t seq, len;
     uint32_t tx_count;  /* transmissions; RTT samples need exactly 1 (Karn) */
+    uint8_t by_timer;   /* the last one was the retransmission timer's */
     uint64_t xmit_ts;   /* time of the last transmission: the RTO runs from it */
     uint64_t tx_order;  /* the peer's transmission counter then: orders "sent after" exactly */
     int32_t prev, next; /* transmission-order list of in-flight slots (indices) */
@@ -27,6 +28,7 @@ struct tx_slot {
 /* One received DATA packet, in order (waiting for the AM layer) or not. */
 struct rx_slot {
     void *data;
+    void *taken; /* the carrier's packet buffer data lies in (io.take), or NULL: data is a copy */
     uint32_t len;
     int present;
 };
@@ -66,7 +68,7 @@ struct peer {
 
 struct bcast_msg {
     uint32_t src, len;
-    void *data;
+    void *data, *taken; /* as in rx_slot */
 };
 
 enum cur_msg { CUR_NONE, CUR_BCAST, CUR_DATA }; /* what rel_recv handed out */
@@ -317,10 +319,11 @@ static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t fl
     r->io.xmit(r->ctx, p->rank, hdr, data, len, 1);
 }
 
-static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, uint64_t now)
+static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, int by_timer, uint64_t now)
 {
     txl_remove(p, t);
     txl_stamp(p, t, now);
+    t->by_timer = (uint8_t)by_timer;
     r->stats.retransmits++;
     /* ACK_NOW: the receiver's answer tells at once what else is missing */
     send_packet(r, p, WIRE_DATA, WIRE_F_ACK_NOW, t->seq, t->data, t->len);
@@ -390,10 +393,14 @@ static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct
             a->sample_ts = t->xmit_ts;
             a->have_sample = 1;
         }
-        /* an ACK sooner than min_rtt after a retransmission was for an
-         * earlier copy: it says nothing about what was sent before this one
-         * (and without a sample, nobody knows what soon is) */
-        int ambiguous = t->tx_count > 1 && (!p->has_rtt || now - t->xmit_ts < p->min_rtt);
+        /* an ACK of a retransmitted packet may be for an earlier copy, and
+         * then says nothing about what was sent before the resend: so when
+         * it comes sooner than min_rtt after it (and without a sample,
+         * nobody knows what soon is), and always after a resend by the
+         * timer, which fires on a copy that is late rather than lost as
+         * often as not (a receiver that was not scheduled, with a queue
+         * far longer than min_rtt) */
+        int ambiguous = t->tx_count > 1 && (t->by_timer || !p->has_rtt || now - t->xmit_ts < p->min_rtt);
         if (!ambiguous && (!a->have_newest || t->tx_order > a->newest_order)) {
             a->newest_order = t->tx_order;
             a->newest_ts = t->xmit_ts;
@@ -422,7 +429,8 @@ static void rtt_sample(struct rel *r, struct peer *p, uint64_t rtt)
 }
 
 /* Loss detection in the manner of RACK (RFC 8985): a packet last sent
- * before the newest one this ACK reports is lost if it has been out longer
+ * before the newest one this ACK reports (unambiguously: see ack_slot) is
+ * lost if it has been out longer
  * than that one's round trip plus a reordering allowance (min_rtt / 4), or
  * if DUPTHRESH packets above it are SACKed.  Packets beyond what a SACK
  * can report are not judged.  Walks the in-flight list in transmission
@@ -438,7 +446,7 @@ static void detect_losses(struct rel *r, struct peer *p, const struct wire_heade
         if (seq_le(t->seq, h->ack + SACK_SPAN) &&
             (t->xmit_ts + allowance <= now || seq_le(t->seq + DUPTHRESH, hi))) {
             r->stats.fast_retransmits++;
-            retransmit(r, p, t, now);
+            retransmit(r, p, t, 0, now);
         }
     }
 }
@@ -505,26 +513,43 @@ static void ready_push(struct rel *r, struct peer *p)
     r->ready_tail = p;
 }
 
-/* A received payload kept until the AM layer takes it (NULL when empty);
- * 0 when memory ran out, counted (the packet is dropped as if beyond the
- * window, and the sender will resend it). */
-static int copy_payload(struct rel *r, const struct wire_header *h, const void *payload, void **copy)
+/* Keeps the payload of the received packet pkt until the AM layer takes
+ * it (*data, NULL when empty): in the carrier's buffer when the carrier
+ * hands it over (*taken = pkt), so that a large payload is copied only
+ * once, from there to where the AM layer puts it; else in a copy.  0 when
+ * memory ran out, counted (the packet is dropped as if beyond the window,
+ * and the sender will resend it). */
+static int keep_payload(struct rel *r, const struct wire_header *h, const void *pkt, void **data, void **taken)
 {
-    *copy = NULL;
+    *data = *taken = NULL;
     if (!h->len)
         return 1;
-    /* 64-byte aligned: the AM layer aligns large medium payloads in the
-     * packet and hands them to handlers in place */
-    if (!(*copy = aligned_alloc(64, (h->len + 63u) & ~(size_t)63u))) {
+    if (r->io.take && r->io.take(r->ctx, pkt, WIRE_HEADER_BYTES + (size_t)h->len)) {
+        *taken = (void *)pkt;
+        *data = (unsigned char *)*taken + WIRE_HEADER_BYTES;
+        return 1;
+    }
+    /* 64-byte aligned, as the carrier's buffers keep payloads: the AM
+     * layer aligns large medium payloads in the packet and hands them to
+     * handlers in place */
+    if (!(*data = aligned_alloc(64, (h->len + 63u) & ~(size_t)63u))) {
         r->stats.nomem++;
         return 0;
     }
-    memcpy(*copy, payload, h->len);
+    memcpy(*data, (const unsigned char *)pkt + WIRE_HEADER_BYTES, h->len);
     return 1;
 }
 
+static void drop_payload(struct rel *r, void *data, void *taken)
+{
+    if (taken)
+        r->io.give_back(r->ctx, taken);
+    else
+        free(data);
+}
+
 static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wire_header *h,
-                                 const void *payload, uint64_t now)
+                                 const void *pkt, uint64_t now)
 {
     uint32_t mask = r->cfg.rcv_buf - 1, end = p->consumed + r->cfg.rcv_buf;
     if (seq_le(h->seq, p->rcv_ack) || (seq_le(h->seq, end) && p->rx[h->seq & mask].present)) {
@@ -535,10 +560,11 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
         want_ack(p, now); /* tell the sender its credits again */
         return WIRE_DROP_WINDOW;
     }
-    void *copy;
-    if (!copy_payload(r, h, payload, &copy))
+    struct rx_slot *s = &p->rx[h->seq & mask];
+    if (!keep_payload(r, h, pkt, &s->data, &s->taken))
         return WIRE_DROP_WINDOW;
-    p->rx[h->seq & mask] = (struct rx_slot){.data = copy, .len = h->len, .present = 1};
+    s->len = h->len;
+    s->present = 1;
     if (h->seq != p->rcv_ack + 1) {
         /* SACK at once when a hole opens and when DUPTHRESH packets are
          * beyond it (the sender's loss detection needs no more), then at
@@ -558,14 +584,16 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
     return WIRE_OK;
 }
 
-static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, const void *payload)
+static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, const void *pkt)
 {
     if (r->bq_len == r->cfg.rcv_buf)
         return WIRE_DROP_WINDOW;
-    void *copy;
-    if (!copy_payload(r, h, payload, &copy))
+    struct bcast_msg *b = &r->bq[(r->bq_head + r->bq_len) & (r->cfg.rcv_buf - 1)];
+    if (!keep_payload(r, h, pkt, &b->data, &b->taken))
         return WIRE_DROP_WINDOW;
-    r->bq[(r->bq_head + r->bq_len++) & (r->cfg.rcv_buf - 1)] = (struct bcast_msg){h->src, h->len, copy};
+    b->src = h->src;
+    b->len = h->len;
+    r->bq_len++;
     return WIRE_OK;
 }
 
@@ -593,7 +621,7 @@ static void heard(struct rel *r, struct peer *p, uint64_t now)
 /* The ack fields of h (when it is DATA of the other channel's: see
  * ack_channel) go to engine a's state for the sender, q; the rest to r's,
  * p.  Both pass the incarnation checks before either changes. */
-static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *payload, uint64_t now)
+static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *pkt, uint64_t now)
 {
     struct rel *a = r;
     if (h->type == WIRE_DATA && !(h->flags & WIRE_F_ACK_REPLY) != !r->cfg.reply_channel && !(a = r->other))
@@ -616,11 +644,11 @@ static enum wire_verdict accept(struct rel *r, const struct wire_header *h, cons
         note_deadline(a, q);
     }
     if (h->type == WIRE_DATA)
-        v = rx_data(r, p, h, payload, now);
+        v = rx_data(r, p, h, pkt, now);
     else if (h->type == WIRE_KEEPALIVE)
         want_ack(p, now);
     else if (h->type == WIRE_BCAST)
-        v = rx_bcast(r, h, payload);
+        v = rx_bcast(r, h, pkt);
     note_deadline(r, p);
     return v;
 }
@@ -667,13 +695,15 @@ void rel_destroy(struct rel *r)
         for (uint32_t i = 0; i < r->cfg.window; i++)
             free(p->tx[i].data);
         for (uint32_t i = 0; i < r->cfg.rcv_buf; i++)
-            free(p->rx[i].data);
+            drop_payload(r, p->rx[i].data, p->rx[i].taken);
         free(p->tx);
         free(p->rx);
         free(p);
     }
-    for (uint32_t i = 0; i < r->bq_len; i++)
-        free(r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)].data);
+    for (uint32_t i = 0; i < r->bq_len; i++) {
+        struct bcast_msg *b = &r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)];
+        drop_payload(r, b->data, b->taken);
+    }
     free(r->bq);
     free(r->peers);
     free(r);
@@ -767,7 +797,7 @@ enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t
     if (v == WIRE_OK && !(h.flags & WIRE_F_REPLY) != !r->cfg.reply_channel)
         v = WIRE_DROP_TYPE;
     if (v == WIRE_OK)
-        v = accept(r, &h, (const unsigned char *)pkt + WIRE_HEADER_BYTES, now);
+        v = accept(r, &h, pkt, now);
     if (v == WIRE_OK)
         r->stats.received++;
     else
@@ -796,12 +826,12 @@ static void on_rto(struct rel *r, struct peer *p, uint64_t now)
     for (uint32_t s = p->una; seq_le(s, last); s++) {
         struct tx_slot *t = &p->tx[s & (r->cfg.window - 1)];
         if (t->state == TX_INFLIGHT) {
-            retransmit(r, p, t, now);
+            retransmit(r, p, t, 1, now);
             sent = 1;
         }
     }
     if (!sent) /* a peer SACKed the oldest packets, then lost them */
-        retransmit(r, p, &p->tx[p->tx_head], now);
+        retransmit(r, p, &p->tx[p->tx_head], 1, now);
     arm_rto(r, p, now);
 }
 
@@ -875,7 +905,7 @@ int rel_recv(struct rel *r, struct rel_msg *m)
 
 static void release_bcast(struct rel *r)
 {
-    free(r->bq[r->bq_head].data);
+    drop_payload(r, r->bq[r->bq_head].data, r->bq[r->bq_head].taken);
     r->bq_head = (r->bq_head + 1) & (r->cfg.rcv_buf - 1);
     r->bq_len--;
 }
@@ -888,7 +918,7 @@ static void release_data(struct rel *r, uint64_t now)
 {
     struct peer *p = r->ready_head;
     struct rx_slot *s = &p->rx[++p->consumed & (r->cfg.rcv_buf - 1)];
-    free(s->data);
+    drop_payload(r, s->data, s->taken);
     *s = (struct rx_slot){0};
     r->ready_head = p->next_ready;
     if (!r->ready_head)

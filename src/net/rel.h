@@ -19,7 +19,8 @@
  *    has more than `window` packets unacknowledged nor sends beyond ack +
  *    credits; rel_send says SHOAL_EAGAIN instead and never drops.
  *  - Retransmission is selective.  A packet is resent when an ACK shows it
- *    lost: a packet sent after it arrived, and it has been out longer than
+ *    lost: a packet sent after it arrived (not a copy the timer resent,
+ *    whose ACK may be for the first copy), and it has been out longer than
  *    that one's round trip plus min_rtt/4 or 3 packets above it are SACKed
  *    (RACK, RFC 8985, simplified; packets beyond the SACK's reach are not
  *    judged).  The retransmission timer restarts whenever an ACK brings
@@ -118,6 +119,12 @@ struct rel_io {
     /* peer is dead for this job; called once per peer, from rel_input or
      * rel_tick. */
     void (*peer_dead)(void *ctx, uint32_t peer, enum rel_dead_reason why);
+    /* Optional.  During rel_input(pkt, len): 1 if the engine may keep the
+     * buffer pkt lies in (from pkt on) until it calls give_back(pkt), so a
+     * payload it holds for the AM layer is not copied; 0 and the engine
+     * copies the payload. */
+    int (*take)(void *ctx, const void *pkt, size_t len);
+    void (*give_back)(void *ctx, void *pkt);
 };
 
 struct rel_stats {
