@@ -66,8 +66,8 @@ int net_bcast(const void *msg, size_t len);
 /* Hands queued packets to the kernel. */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when
- * replies_only); returns packets received plus messages delivered (0:
- * nothing happened, so a waiter may back off). */
+ * replies_only); returns packets the engines accepted plus messages
+ * delivered (0: nothing happened, so a waiter may back off). */
 unsigned net_poll(int replies_only);
 /* Sleeps until a packet arrives, a timer is due, or max_ns pass. */
 void net_wait(uint64_t max_ns);

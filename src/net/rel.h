@@ -146,7 +146,8 @@ struct rel_stats {
     uint64_t dropped[WIRE_VERDICTS]; /* packets rel_input dropped, by reason ([WIRE_OK] unused) */
 };
 
-/* A message for the AM layer, valid until rel_release. */
+/* A message for the AM layer, valid until rel_release; data is 64-byte
+ * aligned when len >= 256. */
 struct rel_msg {
     uint32_t peer;    /* sender */
     int bcast;        /* 1: a best-effort broadcast, 0: reliable DATA */
