@@ -81,8 +81,7 @@ struct eth_batch {
     const struct eth_frame *f;
 };
 
-static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
-                    struct sockaddr_storage *to)
+static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov, struct sockaddr_storage *to)
 {
     const struct eth_batch *b = ctx;
     const struct eth_frame *f = &b->f[i];
@@ -90,7 +89,7 @@ static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec
     *ll = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
                                .sll_ifindex = b->s->ifindex, .sll_halen = 6};
     memcpy(ll->sll_addr, f->peer.mac, 6);
-    sock_msg(m, iov, f->buf, f->len, f->tail, f->tail_len, to, sizeof *ll);
+    sock_msg(m, iov, f->buf, f->len, to, sizeof *ll);
     return b->s->fd;
 }
 

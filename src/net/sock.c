@@ -16,18 +16,15 @@ void sock_set_buffers(int fd, int bytes)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
-              void *name, socklen_t namelen)
+void sock_msg(struct mmsghdr *m, struct iovec *iov, const void *buf, size_t len, void *name, socklen_t namelen)
 {
-    iov[0] = (struct iovec){buf, len};
-    iov[1] = (struct iovec){(void *)tail, tail_len};
+    *iov = (struct iovec){(void *)buf, len};
     *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = name ? namelen : 0, .msg_iov = iov,
-                                      .msg_iovlen = tail ? 2 : 1}};
+                                      .msg_iovlen = 1}};
 }
 
 /* Sends m[0..n-1] on fd: how many the kernel took, or -errno.  A lone
- * datagram in one part goes through sendto(2), which copies no message
- * header in.  ECONNREFUSED on a connected socket reports an ICMP error an
+ * datagram goes through sendto(2), which copies no message header in.  ECONNREFUSED on a connected socket reports an ICMP error an
  * earlier datagram drew; the call that reports it sent nothing, and
  * reading the error cleared it, so the datagram is simply sent again. */
 static int send_run(int fd, struct mmsghdr *m, unsigned n)
@@ -36,7 +33,7 @@ static int send_run(int fd, struct mmsghdr *m, unsigned n)
     while (done < n) {
         const struct msghdr *h = &m[done].msg_hdr;
         int sent;
-        if (n - done == 1 && h->msg_iovlen == 1)
+        if (n - done == 1)
             sent = sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0, h->msg_name, h->msg_namelen) < 0
                        ? -1 : 1;
         else
@@ -52,14 +49,14 @@ static int send_run(int fd, struct mmsghdr *m, unsigned n)
 int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *what)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
+    struct iovec iov[SOCK_BATCH];
     struct sockaddr_storage to[SOCK_BATCH];
     int fds[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
         unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH, taken = 0;
         for (unsigned i = 0; i < k; i++)
-            fds[i] = describe(ctx, done + i, &msgs[i], iov[i], &to[i]);
+            fds[i] = describe(ctx, done + i, &msgs[i], &iov[i], &to[i]);
         while (taken < k) {
             unsigned run = 1;
             while (taken + run < k && fds[taken + run] == fds[taken])
@@ -82,7 +79,7 @@ int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *w
 
 void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap)
 {
-    sock_msg(&rx->m[i], rx->iov[i], buf, cap, NULL, 0, &rx->from[i], sizeof rx->from[i]);
+    sock_msg(&rx->m[i], &rx->iov[i], buf, cap, &rx->from[i], sizeof rx->from[i]);
 }
 
 /* One datagram into entry 0 by recvfrom(2).  MSG_TRUNC makes it return
@@ -92,12 +89,12 @@ static int recv_one(int fd, struct sock_rx *rx, int want_from)
 {
     struct mmsghdr *m = &rx->m[0];
     socklen_t fromlen = sizeof rx->from[0];
-    ssize_t n = recvfrom(fd, rx->iov[0][0].iov_base, rx->iov[0][0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
+    ssize_t n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
                          want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
-    int trunc = (size_t)n > rx->iov[0][0].iov_len;
-    m->msg_len = trunc ? (unsigned)rx->iov[0][0].iov_len : (unsigned)n;
+    int trunc = (size_t)n > rx->iov[0].iov_len;
+    m->msg_len = trunc ? (unsigned)rx->iov[0].iov_len : (unsigned)n;
     m->msg_hdr.msg_flags = trunc ? MSG_TRUNC : 0;
     return 1;
 }

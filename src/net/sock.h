@@ -14,15 +14,14 @@
  * sysctl caps when the process may. */
 void sock_set_buffers(int fd, int bytes);
 
-/* Points m at one datagram: buf/len, then tail/tail_len (tail NULL: none),
- * through iov[0..1], and its address (name NULL: a connected socket). */
-void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
-              void *name, socklen_t namelen);
+/* Points m at one datagram, buf/len, through iov, and its address (name
+ * NULL: a connected socket). */
+void sock_msg(struct mmsghdr *m, struct iovec *iov, const void *buf, size_t len, void *name, socklen_t namelen);
 
 /* Describes datagram i of a send: points m at it with sock_msg (iov and to
- * are its room for the parts and the address) and returns the socket it
+ * are its room for the buffer and the address) and returns the socket it
  * goes out on. */
-typedef int (*sock_dgram_fn)(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
+typedef int (*sock_dgram_fn)(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov,
                              struct sockaddr_storage *to);
 
 /* Sends n datagrams, each run of datagrams for one socket in system calls
@@ -35,7 +34,7 @@ int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *w
  * setting up SOCK_BATCH headers per poll showed as 15 % of a ping-pong. */
 struct sock_rx {
     struct mmsghdr m[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
+    struct iovec iov[SOCK_BATCH];
     struct sockaddr_storage from[SOCK_BATCH];
     unsigned n;
     int batch; /* the last receive filled what it asked for: ask for a batch next */

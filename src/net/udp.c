@@ -255,16 +255,15 @@ struct udp_batch {
     const struct udp_packet *p;
 };
 
-static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
-                    struct sockaddr_storage *to)
+static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov, struct sockaddr_storage *to)
 {
     const struct udp_batch *b = ctx;
     const struct udp_packet *p = &b->p[i];
     if (p->conn) {
-        sock_msg(m, iov, p->buf, p->len, p->tail, p->tail_len, NULL, 0);
+        sock_msg(m, iov, p->buf, p->len, NULL, 0);
         return p->conn->fd;
     }
-    sock_msg(m, iov, p->buf, p->len, p->tail, p->tail_len, to, sockaddr_of(&p->peer, to));
+    sock_msg(m, iov, p->buf, p->len, to, sockaddr_of(&p->peer, to));
     return b->s->fd;
 }
 

@@ -39,10 +39,8 @@ struct udp_conn {
 
 /* A datagram to send. */
 struct udp_packet {
-    void *buf;
+    const void *buf;
     size_t len;
-    const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
-    size_t tail_len;
     struct udp_endpoint peer;
     const struct udp_conn *conn; /* open and connected to peer, or NULL: s's own socket, addressed */
 };

@@ -78,18 +78,11 @@ static void emit_send(void *ctx, uint32_t dst, const void *pkt, size_t len)
             wire_send(s, node->index, j, pkt, len, arrival);
 }
 
-/* The packet is put together here: the simulated wire copies it anyway. */
-static void xmit(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
+static void xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, int stable)
 {
     struct sim_node *node = ctx;
-    (void)stable;
-    unsigned char *pkt = malloc(WIRE_HEADER_BYTES + len);
-    CHECK(pkt != NULL, "out of memory for a packet");
-    memcpy(pkt, hdr, WIRE_HEADER_BYTES);
-    if (len)
-        memcpy(pkt + WIRE_HEADER_BYTES, payload, len);
-    fault_pass(&node->fsend, node->sim->now, dst, pkt, WIRE_HEADER_BYTES + len, emit_send, node);
-    free(pkt);
+    (void)stable; /* the simulated wire copies every packet */
+    fault_pass(&node->fsend, node->sim->now, dst, pkt, len, emit_send, node);
 }
 
 static void emit_recv(void *ctx, uint32_t src, const void *pkt, size_t len)
