@@ -49,8 +49,9 @@ static struct {
 } an;
 
 /* Where a fragment's payload starts.  A large medium payload starts on a
- * 64-byte boundary, as in the shm rings (the engines keep packets 64-byte
- * aligned), so the handler sees the same alignment on every transport. */
+ * 64-byte boundary, as in the shm rings (the engines keep the payloads of
+ * packets of 256 bytes or more 64-byte aligned), so the handler sees the
+ * same alignment on every transport. */
 static size_t am_net_data_at(const struct am_net_hdr *h, int first)
 {
     size_t at = sizeof *h + (first ? 8 * (size_t)h->nargs : 0);

@@ -81,8 +81,7 @@ struct eth_batch {
     const struct eth_frame *f;
 };
 
-static void describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
-                     struct sockaddr_storage *to)
+static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov, struct sockaddr_storage *to)
 {
     const struct eth_batch *b = ctx;
     const struct eth_frame *f = &b->f[i];
@@ -90,13 +89,14 @@ static void describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iove
     *ll = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
                                .sll_ifindex = b->s->ifindex, .sll_halen = 6};
     memcpy(ll->sll_addr, f->peer.mac, 6);
-    sock_msg(m, iov, f->buf, f->len, f->tail, f->tail_len, to, sizeof *ll);
+    sock_msg(m, iov, f->buf, f->len, to, sizeof *ll);
+    return b->s->fd;
 }
 
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
 {
     struct eth_batch b = {s, f};
-    return sock_send(s->fd, n, describe, &b, "raw Ethernet");
+    return sock_send(n, describe, &b, "raw Ethernet");
 }
 
 /* A frame can carry bytes after the packet (a NIC that delivers the FCS);
@@ -113,7 +113,7 @@ static size_t trimmed(const unsigned char *p, size_t n)
 
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
 {
-    int got = sock_rx_recv(s->fd, rx);
+    int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
         len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0
                  : trimmed(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);

@@ -21,10 +21,8 @@ struct eth_sock {
 };
 
 struct eth_frame {
-    void *buf;  /* the shoal packet (no Ethernet header) */
+    const void *buf; /* the shoal packet (no Ethernet header) */
     size_t len;
-    const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
-    size_t tail_len;
     struct eth_endpoint peer; /* destination */
 };
 

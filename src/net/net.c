@@ -34,8 +34,14 @@ struct net_addr {
 enum carrier { CARRIER_UDP, CARRIER_ETH };
 
 #define NET_BATCH SOCK_BATCH
+#define NET_SPARE (2 * NET_BATCH) /* packet buffers kept for reuse; more go back to the allocator */
 #define NET_DELIVER_BATCH 64u    /* messages per net_poll, so shm peers are not starved */
 #define NET_LINGER_NS 1000000000ull
+/* Bytes in flight to one peer: far above any LAN's bandwidth-delay product
+ * (100 Gb/s for 80 us), and few enough that the packets in flight stay in
+ * the caches of sender and receiver.  With 64 KB loopback packets, 1 MiB
+ * (16 packets) streamed 4.8 GB/s where 8 MiB (128) streamed 3.7-4.3. */
+#define NET_WINDOW_BYTES (1u << 20)
 #define NET_THREAD_TICK_NS 10000000ull /* how often the progress thread looks */
 #define NET_THREAD_AFTER_NS 5000000ull /* how long the application must be away first */
 
@@ -46,20 +52,26 @@ static struct {
     struct udp_sock udp;
     struct eth_sock eth;
     struct net_addr *peers;
+    struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
+    int sockbuf;
     struct rel *rel[2];
     struct faults fsend, frecv;
     int faulty;
     net_deliver_fn deliver;
     size_t max_payload, pkt_cap;
-    unsigned char *txbuf, *rxbuf; /* NET_BATCH packets of pkt_cap each */
-    unsigned char *scratch;       /* one packet put together for the fault injector */
-    struct sock_rx rx;            /* receive headers over rxbuf, described once */
+    unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
+    struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
+    int rx_cur;                   /* the entry of rx whose packet the engines have, or -1 */
+    void *spare[NET_SPARE];       /* packet buffers the engines gave back, for the next take */
+    unsigned nspare;
+    const void *txref[NET_BATCH]; /* a queued datagram referenced in place, or NULL: in txbuf */
     size_t txlen[NET_BATCH];
-    const void *txtail[NET_BATCH];
-    size_t txtail_len[NET_BATCH];
     uint32_t txdst[NET_BATCH];
+    const void *xmit_stable;      /* the stable packet the send-side fault injector has */
     unsigned ntx;
     uint64_t now; /* time of the current net_poll, for the callbacks */
+    unsigned polling; /* net_poll is running (nested: a handler waiting for room polls) */
+    uint64_t accepted; /* packets the engines took */
     int closing;
     struct net_stats stats;
     int thread_on;
@@ -71,6 +83,12 @@ static struct {
 
 /* ---- sending ------------------------------------------------------------ */
 
+/* The datagram queued in batch slot i: referenced, or copied into the slot. */
+static const void *tx_packet(unsigned i)
+{
+    return net.txref[i] ? net.txref[i] : net.txbuf + i * net.pkt_cap;
+}
+
 static void flush_tx(void)
 {
     unsigned n = net.ntx, sent;
@@ -80,18 +98,18 @@ static void flush_tx(void)
     if (net.carrier == CARRIER_ETH) {
         struct eth_frame f[NET_BATCH];
         for (unsigned i = 0; i < n; i++) {
-            f[i] = (struct eth_frame){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
-                                      .tail = net.txtail[i], .tail_len = net.txtail_len[i]};
+            f[i] = (struct eth_frame){.buf = tx_packet(i), .len = net.txlen[i]};
             memcpy(f[i].peer.mac, net.txdst[i] == WIRE_BROADCAST ? eth_broadcast.mac : net.peers[net.txdst[i]].mac, 6);
         }
         int rc = eth_send(&net.eth, f, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
     } else {
         struct udp_packet p[NET_BATCH];
-        for (unsigned i = 0; i < n; i++)
-            p[i] = (struct udp_packet){.buf = net.txbuf + i * net.pkt_cap, .len = net.txlen[i],
-                                       .tail = net.txtail[i], .tail_len = net.txtail_len[i],
-                                       .peer = net.peers[net.txdst[i]].udp};
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t d = net.txdst[i];
+            p[i] = (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.peers[d].udp,
+                                       .conn = udp_conn_get(&net.conns[d], &net.udp, &net.peers[d].udp, net.sockbuf)};
+        }
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
     }
@@ -100,54 +118,58 @@ static void flush_tx(void)
     net.stats.packets_sent += sent;
 }
 
-/* Queues head, then tail: copied after head, or referenced when it stays
- * valid until the packet is flushed (the engines' stored DATA payloads;
- * engine_input flushes before an ACK can free one). */
-static void queue_one(uint32_t dst, const void *head, size_t hlen, const void *tail, size_t tlen, int keep_tail)
+/* Packets up to this size are copied into the batch even when they could
+ * be referenced: copying them costs less than touching the engine's copy
+ * again when the batch goes out. */
+#define NET_COPY_MAX 1024u
+
+/* Queues one datagram: referenced when it stays valid until the batch is
+ * flushed (an engine's stored DATA packet: engine_input and run_timers
+ * flush before an engine can free one), else copied. */
+static void queue_one(uint32_t dst, const void *pkt, size_t len, int stable)
 {
     if (net.ntx == NET_BATCH)
         flush_tx();
-    unsigned char *slot = net.txbuf + net.ntx * net.pkt_cap;
-    memcpy(slot, head, hlen);
-    if (!keep_tail && tlen)
-        memcpy(slot + hlen, tail, tlen);
-    net.txlen[net.ntx] = keep_tail ? hlen : hlen + tlen;
-    net.txtail[net.ntx] = keep_tail && tlen ? tail : NULL;
-    net.txtail_len[net.ntx] = keep_tail ? tlen : 0;
+    int ref = stable && len > NET_COPY_MAX;
+    if (!ref)
+        memcpy(net.txbuf + net.ntx * net.pkt_cap, pkt, len);
+    net.txref[net.ntx] = ref ? pkt : NULL;
+    net.txlen[net.ntx] = len;
     net.txdst[net.ntx++] = dst;
-    net.stats.bytes_sent += hlen + tlen;
+    net.stats.bytes_sent += len;
 }
 
 /* UDP has no job-wide broadcast address: a broadcast is one datagram per
  * peer.  A raw frame to ff:ff:ff:ff:ff:ff reaches them all at once. */
-static void queue_packet(uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
+static void queue_packet(uint32_t dst, const void *pkt, size_t len, int stable)
 {
     if (dst != WIRE_BROADCAST || net.carrier == CARRIER_ETH) {
-        queue_one(dst, hdr, WIRE_HEADER_BYTES, payload, len, stable);
+        queue_one(dst, pkt, len, stable);
         return;
     }
     for (int r = 0; r < net.nranks; r++)
         if (r != net.rank)
-            queue_one((uint32_t)r, hdr, WIRE_HEADER_BYTES, payload, len, stable);
+            queue_one((uint32_t)r, pkt, len, stable);
 }
 
-/* A packet released by the send-side fault injector (whole, in its copy). */
+/* A packet the send-side fault injector releases: the engine's own (stable
+ * when the engine said so) when it passes straight through, else the
+ * injector's copy, which is gone after this call. */
 static void queue_faulted(void *ctx, uint32_t dst, const void *pkt, size_t len)
 {
     (void)ctx;
-    queue_packet(dst, pkt, (const unsigned char *)pkt + WIRE_HEADER_BYTES, len - WIRE_HEADER_BYTES, 0);
+    queue_packet(dst, pkt, len, pkt == net.xmit_stable);
 }
 
-static void engine_xmit(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
+static void engine_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, int stable)
 {
     if (!net.faulty) {
-        queue_packet(dst, hdr, payload, len, stable);
+        queue_packet(dst, pkt, len, stable);
         return;
     }
-    memcpy(net.scratch, hdr, WIRE_HEADER_BYTES);
-    if (len)
-        memcpy(net.scratch + WIRE_HEADER_BYTES, payload, len);
-    fault_pass(&net.fsend, net.now, dst, net.scratch, WIRE_HEADER_BYTES + len, queue_faulted, ctx);
+    net.xmit_stable = stable ? pkt : NULL;
+    fault_pass(&net.fsend, net.now, dst, pkt, len, queue_faulted, ctx);
+    net.xmit_stable = NULL;
 }
 
 static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
@@ -184,7 +206,11 @@ static void attended_until(uint64_t t)
 int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
 {
     lock();
-    net.now = util_now_ns();
+    /* a handler's reply takes the time of the poll that runs it: handlers
+     * are short, and a clock read is a tenth of what sending a short
+     * reply costs in user space */
+    if (!net.polling)
+        net.now = util_now_ns();
     int rc = rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
     unlock();
     return rc;
@@ -231,6 +257,43 @@ static void count_drop(enum wire_verdict v)
     }
 }
 
+/* ---- receive buffers handed to the engines ----------------------------- */
+
+/* A buffer for one packet, 64-byte aligned as the AM layer expects
+ * payloads (after the 64-byte header). */
+static void *packet_buffer(void)
+{
+    if (net.nspare)
+        return net.spare[--net.nspare];
+    return aligned_alloc(64, (net.pkt_cap + 63) & ~(size_t)63);
+}
+
+/* An engine keeps the packet it is given (io.take) when it is a large part
+ * of its buffer: its payload is then copied only once, by the AM layer;
+ * smaller ones are cheaper to copy than to hold a whole buffer for.  Only
+ * packets still in the receive batch's buffers can be handed over (the
+ * fault injector passes its own copies). */
+static int engine_take(void *ctx, const void *pkt, size_t len)
+{
+    (void)ctx;
+    if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur].iov_base || 4 * len < net.pkt_cap)
+        return 0;
+    void *fresh = packet_buffer();
+    if (!fresh)
+        return 0;
+    sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.pkt_cap);
+    return 1;
+}
+
+static void engine_give_back(void *ctx, void *pkt)
+{
+    (void)ctx;
+    if (net.nspare < NET_SPARE)
+        net.spare[net.nspare++] = pkt;
+    else
+        free(pkt);
+}
+
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     (void)ctx, (void)src;
@@ -238,6 +301,8 @@ static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
     enum wire_verdict v = rel_input(net.rel[rel_packet_is_reply(pkt, len)], pkt, len, net.now);
     if (v != WIRE_OK)
         count_drop(v);
+    else
+        net.accepted++;
 }
 
 /* The source rank a packet claims (fault streams are per address). */
@@ -249,21 +314,22 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
     return src;
 }
 
-static unsigned receive_batch(void)
+static void receive_batch(void)
 {
     size_t len[NET_BATCH];
     int got = net.carrier == CARRIER_ETH ? eth_recv_batch(&net.eth, &net.rx, len, NULL)
                                          : udp_recv_batch(&net.udp, &net.rx, len, NULL);
     for (int i = 0; i < got; i++) {
-        const unsigned char *pkt = net.rxbuf + (size_t)i * net.pkt_cap;
+        const unsigned char *pkt = net.rx.iov[i].iov_base;
         net.stats.packets_received++;
         net.stats.bytes_received += len[i];
+        net.rx_cur = i;
         if (net.faulty)
             fault_pass(&net.frecv, net.now, claimed_src(pkt, len[i]), pkt, len[i], engine_input, NULL);
         else
             engine_input(NULL, 0, pkt, len[i]);
     }
-    return got > 0 ? (unsigned)got : 0;
+    net.rx_cur = -1;
 }
 
 static uint64_t next_deadline(void)
@@ -286,6 +352,7 @@ static void run_timers(void)
         fault_flush(&net.frecv, net.now, engine_input, NULL);
         fault_flush(&net.fsend, net.now, queue_faulted, NULL);
     }
+    flush_tx(); /* queued packets may point at what a peer declared dead frees */
     rel_tick(net.rel[0], net.now);
     rel_tick(net.rel[1], net.now);
 }
@@ -297,7 +364,7 @@ static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget
     while (done < budget && rel_recv(r, &m) == SHOAL_OK) {
         struct net_msg nm = {.peer = m.peer, .channel = ch, .bcast = m.bcast, .data = m.data, .len = m.len};
         net.deliver(&nm);
-        rel_release(r, util_now_ns());
+        rel_release(r, net.now);
         done++;
     }
     return done;
@@ -307,13 +374,20 @@ unsigned net_poll(int replies_only)
 {
     lock();
     net.now = util_now_ns();
+    net.polling++;
     attended_until(net.now + NET_THREAD_AFTER_NS);
-    unsigned done = receive_batch();
+    uint64_t accepted = net.accepted;
+    receive_batch();
     run_timers();
+    /* a packet dropped (another job's, a frame of this rank looped back on
+     * lo, a duplicate) is not news: counted, it would keep a waiter from
+     * backing off for as long as someone else's traffic lasts */
+    unsigned done = (unsigned)(net.accepted - accepted);
     done += deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
     if (!replies_only)
         done += deliver_from(net.rel[NET_REQUEST], NET_REQUEST, NET_DELIVER_BATCH);
     flush_tx();
+    net.polling--;
     unlock();
     return done;
 }
@@ -431,7 +505,7 @@ static int open_carriers(const char *transport, struct net_addr *me)
 {
     uint16_t lo = 0, hi = 0;
     util_port_range(util_config_str(CFG_PORT_RANGE), &lo, &hi);
-    int sockbuf = (int)util_config_int(CFG_NET_SOCKBUF);
+    int sockbuf = net.sockbuf = (int)util_config_int(CFG_NET_SOCKBUF);
     const char *iface = util_config_str(CFG_IFACE);
     /* every rank has a UDP socket: it is the fallback every rank can take */
     int rc = udp_open(&net.udp, iface, lo, hi, sockbuf);
@@ -466,8 +540,10 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     c.max_payload = (uint32_t)net.max_payload;
     c.dead_after_ns = (uint64_t)util_config_int(CFG_NET_DEAD_MS) * 1000000ull;
     c.keepalive_ns = c.dead_after_ns / 6;
-    /* the window in flight to one peer should fit the socket buffers */
-    uint64_t room = (uint64_t)util_config_int(CFG_NET_SOCKBUF) / (net.max_payload + WIRE_HEADER_BYTES);
+    /* the window in flight to one peer should fit the socket buffers, and
+     * NET_WINDOW_BYTES */
+    uint64_t bytes = (uint64_t)util_config_int(CFG_NET_SOCKBUF);
+    uint64_t room = (bytes < NET_WINDOW_BYTES ? bytes : NET_WINDOW_BYTES) / (net.max_payload + WIRE_HEADER_BYTES);
     while (c.window > 16 && c.window > room)
         c.window >>= 1;
     struct fault_config fc;
@@ -476,12 +552,15 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
     fault_init(&net.fsend, &fc, 2ull * (uint64_t)net.rank);
     fault_init(&net.frecv, &fc, 2ull * (uint64_t)net.rank + 1);
-    static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead};
+    static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead, .take = engine_take,
+                                     .give_back = engine_give_back};
     int rc = SHOAL_OK;
     for (int ch = 0; ch < 2 && rc == SHOAL_OK; ch++) {
         c.reply_channel = ch;
         rc = rel_create(&net.rel[ch], &c, &io, NULL);
     }
+    if (rc == SHOAL_OK)
+        rel_link(net.rel[NET_REQUEST], net.rel[NET_REPLY]);
     return rc;
 }
 
@@ -499,8 +578,11 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     if (rc)
         me.max_payload = 0;
     net.peers = calloc((size_t)nranks, sizeof *net.peers);
-    if (!net.peers)
+    net.conns = malloc((size_t)nranks * sizeof *net.conns);
+    if (!net.peers || !net.conns)
         util_fatal("out of memory for the table of %d peer addresses", nranks);
+    for (int r = 0; r < nranks; r++)
+        net.conns[r] = (struct udp_conn){.fd = -1};
     int xrc = boot_allgather(&me, sizeof me, net.peers);
     if (rc || xrc)
         return rc ? rc : xrc;
@@ -522,13 +604,16 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         eth_close(&net.eth);
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
-    net.rxbuf = malloc(NET_BATCH * net.pkt_cap);
-    net.scratch = malloc(net.pkt_cap);
-    if (!net.txbuf || !net.rxbuf || !net.scratch)
+    if (!net.txbuf)
         return SHOAL_ENOMEM;
     net.rx.n = NET_BATCH;
-    for (unsigned i = 0; i < NET_BATCH; i++)
-        sock_rx_set(&net.rx, i, net.rxbuf + i * net.pkt_cap, net.pkt_cap);
+    net.rx_cur = -1;
+    for (unsigned i = 0; i < NET_BATCH; i++) {
+        void *buf = packet_buffer();
+        if (!buf)
+            return SHOAL_ENOMEM;
+        sock_rx_set(&net.rx, i, buf, net.pkt_cap);
+    }
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;
@@ -582,12 +667,17 @@ void net_fini(void)
             rel_destroy(net.rel[ch]);
     fault_fini(&net.fsend);
     fault_fini(&net.frecv);
+    for (int r = 0; net.conns && r < net.nranks; r++)
+        udp_conn_close(&net.conns[r]);
     udp_close(&net.udp);
     eth_close(&net.eth);
     free(net.peers);
+    free(net.conns);
     free(net.txbuf);
-    free(net.rxbuf);
-    free(net.scratch);
+    for (unsigned i = 0; i < net.rx.n; i++)
+        free(net.rx.iov[i].iov_base);
+    while (net.nspare)
+        free(net.spare[--net.nspare]);
     memset(&net, 0, sizeof net);
     net.udp.fd = net.eth.fd = -1;
 }

@@ -4,7 +4,8 @@
  * socket or raw Ethernet frames, SHOAL_TRANSPORT) and two reliability
  * engines (rel.h): the request channel and the reply channel, each with
  * its own sequence numbers and credits, so a reply never waits for
- * credits only the peer's request handlers free.  It moves opaque
+ * credits only the peer's request handlers free; linked, so that each
+ * one's data carries the other's acknowledgements (rel_link).  It moves opaque
  * messages of up to net_max_payload() bytes, reliably and in order per
  * (peer, channel); framing active messages is the AM layer's.
  *
@@ -65,8 +66,8 @@ int net_bcast(const void *msg, size_t len);
 /* Hands queued packets to the kernel. */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when
- * replies_only); returns packets received plus messages delivered (0:
- * nothing happened, so a waiter may back off). */
+ * replies_only); returns packets the engines accepted plus messages
+ * delivered (0: nothing happened, so a waiter may back off). */
 unsigned net_poll(int replies_only);
 /* Sleeps until a packet arrives, a timer is due, or max_ns pass. */
 void net_wait(uint64_t max_ns);

@@ -10,14 +10,17 @@
 
 #define DUPTHRESH 3u     /* packets SACKed above a hole that make it lost */
 #define MAX_BACKOFF 20u  /* doublings of the RTO; rto_max caps it long before */
+#define REO_MULT_MAX 64u /* reordering allowance: at most this many min_rtt/4 (and srtt) */
+#define REO_RESET 16u    /* loss recoveries without a spurious retransmission that reset it */
 
 enum tx_state { TX_FREE, TX_INFLIGHT, TX_SACKED };
 
 /* One DATA packet sent and not yet cumulatively acknowledged. */
 struct tx_slot {
-    void *data;
-    uint32_t seq, len;
+    unsigned char *pkt; /* the whole packet: its header (rewritten at every transmission), then the payload */
+    uint32_t seq, len;  /* len: of the payload */
     uint32_t tx_count;  /* transmissions; RTT samples need exactly 1 (Karn) */
+    uint8_t by_timer;   /* the last one was the retransmission timer's */
     uint64_t xmit_ts;   /* time of the last transmission: the RTO runs from it */
     uint64_t tx_order;  /* the peer's transmission counter then: orders "sent after" exactly */
     int32_t prev, next; /* transmission-order list of in-flight slots (indices) */
@@ -27,6 +30,7 @@ struct tx_slot {
 /* One received DATA packet, in order (waiting for the AM layer) or not. */
 struct rx_slot {
     void *data;
+    void *taken; /* the carrier's packet buffer data lies in (io.take), or NULL: data is a copy */
     uint32_t len;
     int present;
 };
@@ -39,12 +43,15 @@ struct peer {
     uint32_t limit;      /* highest seq the peer has room for (its ack + credits) */
     uint32_t acknow_seq; /* last new packet that asked for an ACK ... */
     int acknow_out;      /* ... and whether it is still unacknowledged */
-    struct tx_slot *tx;  /* window slots, by seq */
+    struct tx_slot *tx;  /* tx_slots slots, by seq */
+    uint32_t sacked;     /* slots between una and nxt SACKed */
     int32_t tx_head, tx_tail; /* in-flight slots, oldest transmission first */
     uint64_t tx_order;
     uint32_t sack_hi;    /* highest seq SACKed; una - 1 when none is above una */
     uint64_t rto_due;    /* retransmission timer: REL_NEVER with nothing in flight */
     uint64_t srtt, rttvar, min_rtt;
+    uint32_t reo_mult;   /* reordering allowance, in min_rtt/4: grows when a resend was spurious */
+    uint32_t recoveries; /* losses found since the last spurious resend */
     int has_rtt;
     unsigned backoff;    /* RTO doublings since the last progress */
     uint64_t probe_due;  /* window probe, while blocked by credits with nothing in flight */
@@ -66,7 +73,7 @@ struct peer {
 
 struct bcast_msg {
     uint32_t src, len;
-    void *data;
+    void *data, *taken; /* as in rx_slot */
 };
 
 enum cur_msg { CUR_NONE, CUR_BCAST, CUR_DATA }; /* what rel_recv handed out */
@@ -82,6 +89,8 @@ struct rel {
     struct bcast_msg *bq;              /* received broadcasts, rcv_buf of them */
     uint32_t bq_head, bq_len;
     enum cur_msg cur;
+    uint32_t tx_slots;                 /* sent packets kept per peer: max(window, rcv_buf) */
+    struct rel *other;                 /* this rank's other channel (rel_link), or NULL */
     uint64_t next_due;                 /* no peer timer is due before this */
     struct rel_stats stats;
 };
@@ -155,7 +164,7 @@ static struct peer *peer_new(struct rel *r, uint32_t rank, uint64_t now)
     struct peer *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    p->tx = calloc(r->cfg.window, sizeof *p->tx);
+    p->tx = calloc(r->tx_slots, sizeof *p->tx);
     p->rx = calloc(r->cfg.rcv_buf, sizeof *p->rx);
     if (!p->tx || !p->rx) {
         free(p->tx);
@@ -169,6 +178,7 @@ static struct peer *peer_new(struct rel *r, uint32_t rank, uint64_t now)
     p->sack_hi = s0 - 1;
     p->limit = s0 - 1 + r->cfg.rcv_buf; /* every rank has the same buffer */
     p->tx_head = p->tx_tail = -1;
+    p->reo_mult = 1;
     p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
     p->rcv_ack = p->consumed = s0 - 1;
     p->adv_limit = s0 - 1 + r->cfg.rcv_buf;
@@ -279,37 +289,68 @@ static uint64_t sack_bits(const struct rel *r, const struct peer *p)
     return s;
 }
 
-/* Encodes and sends one packet to p with our ack, SACK and credits, which
- * makes a pending explicit ACK unnecessary. */
-static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t flags, uint32_t seq,
-                        const void *data, uint32_t len)
+/* Whose receive state a packet of r to p carries (*q: that channel's state
+ * for p): r's own, unless the packet is DATA and the other channel owes p
+ * an acknowledgement sooner.  In a request/reply exchange each direction
+ * carries one channel's data and owes the other's acks (requests one way,
+ * replies the other), so only this keeps it free of explicit ACKs. */
+static struct rel *ack_channel(struct rel *r, struct peer *p, uint8_t type, struct peer **q)
 {
-    uint32_t credits = p->consumed + r->cfg.rcv_buf - p->rcv_ack;
-    struct wire_header h = {
-        .type = type, .flags = (uint16_t)(flags | (r->cfg.reply_channel ? WIRE_F_REPLY : 0)), .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
-        .dst = p->rank, .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq,
-        .ack = p->rcv_ack, .sack = sack_bits(r, p), .credits = (uint16_t)credits, .len = (uint16_t)len};
-    unsigned char hdr[WIRE_HEADER_BYTES];
-    wire_encode_header(hdr, &h, r->cfg.need_checksum);
-    p->adv_limit = p->rcv_ack + credits;
-    p->ack_due = REL_NEVER;
-    r->io.xmit(r->ctx, p->rank, hdr, data, len, 1);
+    struct peer *o = r->other && type == WIRE_DATA ? r->other->peers[p->rank] : NULL;
+    if (o && !o->dead && o->ack_due < p->ack_due) {
+        *q = o;
+        return r->other;
+    }
+    *q = p;
+    return r;
 }
 
-static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, uint64_t now)
+/* Encodes and sends one packet to p with an ack, SACK and credits (of
+ * ack_channel's choice), which makes that channel's pending explicit ACK
+ * unnecessary.  pkt: a DATA packet's stored copy, whose first
+ * WIRE_HEADER_BYTES take the header (the carrier then sends one piece of
+ * memory and may keep a reference to it); NULL for the other types. */
+static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t flags, uint32_t seq,
+                        unsigned char *pkt, uint32_t len)
+{
+    struct peer *q;
+    struct rel *a = ack_channel(r, p, type, &q);
+    uint32_t credits = q->consumed + a->cfg.rcv_buf - q->rcv_ack;
+    flags |= (r->cfg.reply_channel ? WIRE_F_REPLY : 0) | (a->cfg.reply_channel ? WIRE_F_ACK_REPLY : 0);
+    struct wire_header h = {
+        .type = type, .flags = flags, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self, .dst = p->rank,
+        .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq, .ack = q->rcv_ack, .sack = sack_bits(a, q),
+        .credits = (uint16_t)credits, .len = (uint16_t)len};
+    unsigned char hdr[WIRE_HEADER_BYTES];
+    wire_encode_header(pkt ? pkt : hdr, &h, r->cfg.need_checksum);
+    q->adv_limit = q->rcv_ack + credits;
+    q->ack_due = REL_NEVER;
+    r->io.xmit(r->ctx, p->rank, pkt ? pkt : hdr, WIRE_HEADER_BYTES + (size_t)len, pkt != NULL);
+}
+
+static void retransmit(struct rel *r, struct peer *p, struct tx_slot *t, int by_timer, uint64_t now)
 {
     txl_remove(p, t);
     txl_stamp(p, t, now);
+    t->by_timer = (uint8_t)by_timer;
     r->stats.retransmits++;
     /* ACK_NOW: the receiver's answer tells at once what else is missing */
-    send_packet(r, p, WIRE_DATA, WIRE_F_ACK_NOW, t->seq, t->data, t->len);
+    send_packet(r, p, WIRE_DATA, WIRE_F_ACK_NOW, t->seq, t->pkt, t->len);
+}
+
+/* Packets sent and neither acknowledged nor SACKed: what the window
+ * limits.  SACKed ones wait at the receiver for a hole to fill; counting
+ * them would stall a sender for a round trip after every loss. */
+static uint32_t in_flight(const struct peer *p)
+{
+    return p->nxt - p->una - p->sacked;
 }
 
 /* TH1: ask for an ACK when half the usable window is in flight (once per
  * ACK), and when this packet uses the window or the credits up. */
 static uint16_t ack_request(const struct rel *r, struct peer *p, uint32_t seq)
 {
-    uint32_t inflight = seq - p->una + 1;
+    uint32_t inflight = in_flight(p);
     uint32_t thresh = (r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf) / 2;
     int last = inflight == r->cfg.window || seq == p->limit;
     if (!last && (inflight < thresh || (p->acknow_out && !seq_lt(p->acknow_seq, p->una))))
@@ -330,10 +371,11 @@ static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why
 {
     /* In-order data already received stays deliverable; what we sent is lost. */
     for (uint32_t s = p->una; s != p->nxt; s++) {
-        free(p->tx[s & (r->cfg.window - 1)].data);
-        p->tx[s & (r->cfg.window - 1)].data = NULL;
+        free(p->tx[s & (r->tx_slots - 1)].pkt);
+        p->tx[s & (r->tx_slots - 1)].pkt = NULL;
     }
     p->una = p->nxt;
+    p->sacked = 0;
     p->tx_head = p->tx_tail = -1;
     p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
     p->dead = 1;
@@ -355,6 +397,7 @@ struct acked {
     uint64_t newest_ts;       /* ... and time */
     int have_sample;          /* the latest transmission usable as an RTT sample */
     uint64_t sample_ts;
+    int spurious;             /* a packet resent on the SACKs' word arrived the first time */
 };
 
 static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct acked *a, uint64_t now)
@@ -369,17 +412,28 @@ static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct
             a->sample_ts = t->xmit_ts;
             a->have_sample = 1;
         }
-        /* an ACK sooner than min_rtt after a retransmission was for an
-         * earlier copy: it says nothing about what was sent before this one
-         * (and without a sample, nobody knows what soon is) */
-        int ambiguous = t->tx_count > 1 && (!p->has_rtt || now - t->xmit_ts < p->min_rtt);
+        /* an ACK of a retransmitted packet may be for an earlier copy, and
+         * then says nothing about what was sent before the resend: so when
+         * it comes sooner than min_rtt after it (and without a sample,
+         * nobody knows what soon is), and always after a resend by the
+         * timer, which fires on a copy that is late rather than lost as
+         * often as not (a receiver that was not scheduled, with a queue
+         * far longer than min_rtt) */
+        int soon = p->has_rtt && now - t->xmit_ts < p->min_rtt;
+        int ambiguous = t->tx_count > 1 && (t->by_timer || !p->has_rtt || soon);
+        /* acknowledged sooner than any resend could be: the first copy was
+         * only late (reordered) */
+        a->spurious |= t->tx_count > 1 && !t->by_timer && soon;
         if (!ambiguous && (!a->have_newest || t->tx_order > a->newest_order)) {
             a->newest_order = t->tx_order;
             a->newest_ts = t->xmit_ts;
             a->have_newest = 1;
         }
-        free(t->data); /* our receivers never discard a SACKed packet */
-        t->data = NULL;
+        free(t->pkt); /* our receivers never discard a SACKed packet */
+        t->pkt = NULL;
+        p->sacked += to == TX_SACKED;
+    } else if (t->state == TX_SACKED && to == TX_FREE) {
+        p->sacked--;
     }
     t->state = (uint8_t)to;
 }
@@ -401,15 +455,22 @@ static void rtt_sample(struct rel *r, struct peer *p, uint64_t rtt)
 }
 
 /* Loss detection in the manner of RACK (RFC 8985): a packet last sent
- * before the newest one this ACK reports is lost if it has been out longer
- * than that one's round trip plus a reordering allowance (min_rtt / 4), or
- * if DUPTHRESH packets above it are SACKed.  Packets beyond what a SACK
- * can report are not judged.  Walks the in-flight list in transmission
- * order up to the reference: normally just the holes. */
+ * before the newest one this ACK reports (unambiguously: see ack_slot) is
+ * lost if it has been out longer than that one's round trip plus a
+ * reordering allowance, or if DUPTHRESH packets above it are SACKed.  The
+ * allowance is reo_mult x min_rtt/4, at most srtt; reo_mult grows by one
+ * with every spurious resend found and is back to 1 after REO_RESET losses
+ * without one (RFC 8985's reo_wnd, with the too-early ACK of a resent
+ * packet standing in for D-SACK: reordering on a path with big packets
+ * easily exceeds min_rtt/4, and a spurious resend of a 64 KB packet is
+ * costly).  Packets beyond what a SACK can report are not judged.  Walks
+ * the in-flight list in transmission order up to the reference: normally
+ * just the holes. */
 static void detect_losses(struct rel *r, struct peer *p, const struct wire_header *h, const struct acked *a,
                           uint64_t now)
 {
-    uint64_t allowance = now - a->newest_ts + p->min_rtt / 4;
+    uint64_t reo = p->reo_mult * p->min_rtt / 4, allowance = now - a->newest_ts + (reo < p->srtt ? reo : p->srtt);
+    int found = 0;
     uint32_t hi = h->sack ? h->ack + 2 + (63 - (uint32_t)__builtin_clzll(h->sack)) : h->ack;
     for (int32_t i = p->tx_head; i >= 0 && p->tx[i].tx_order < a->newest_order;) {
         struct tx_slot *t = &p->tx[i];
@@ -417,8 +478,13 @@ static void detect_losses(struct rel *r, struct peer *p, const struct wire_heade
         if (seq_le(t->seq, h->ack + SACK_SPAN) &&
             (t->xmit_ts + allowance <= now || seq_le(t->seq + DUPTHRESH, hi))) {
             r->stats.fast_retransmits++;
-            retransmit(r, p, t, now);
+            retransmit(r, p, t, 0, now);
+            found = 1;
         }
+    }
+    if (found && ++p->recoveries >= REO_RESET) {
+        p->reo_mult = 1;
+        p->recoveries = 0;
     }
 }
 
@@ -446,11 +512,11 @@ static int rx_ack(struct rel *r, struct peer *p, const struct wire_header *h, ui
     struct acked a = {.horizon = p->una - 1 + SACK_SPAN};
     if (!seq_lt(h->ack + 1, p->una)) { /* else an old header, already superseded */
         for (; seq_le(p->una, h->ack); p->una++)
-            ack_slot(p, &p->tx[p->una & (r->cfg.window - 1)], TX_FREE, &a, now);
+            ack_slot(p, &p->tx[p->una & (r->tx_slots - 1)], TX_FREE, &a, now);
         for (uint64_t bits = h->sack; bits; bits &= bits - 1) {
             uint32_t s = h->ack + 2 + (uint32_t)__builtin_ctzll(bits);
             if (seq_lt(s, p->nxt)) {
-                ack_slot(p, &p->tx[s & (r->cfg.window - 1)], TX_SACKED, &a, now);
+                ack_slot(p, &p->tx[s & (r->tx_slots - 1)], TX_SACKED, &a, now);
                 p->sack_hi = seq_lt(p->sack_hi, s) ? s : p->sack_hi;
             }
         }
@@ -459,6 +525,11 @@ static int rx_ack(struct rel *r, struct peer *p, const struct wire_header *h, ui
         p->sack_hi = p->una - 1;
     if (a.have_sample)
         rtt_sample(r, p, now - a.sample_ts);
+    if (a.spurious) {
+        r->stats.spurious_retransmits++;
+        p->reo_mult += p->reo_mult < REO_MULT_MAX;
+        p->recoveries = 0;
+    }
     if (p->acknow_out && seq_lt(p->acknow_seq, p->una))
         p->acknow_out = 0;
     if (a.have_newest)
@@ -484,26 +555,46 @@ static void ready_push(struct rel *r, struct peer *p)
     r->ready_tail = p;
 }
 
-/* A received payload kept until the AM layer takes it (NULL when empty);
- * 0 when memory ran out, counted (the packet is dropped as if beyond the
- * window, and the sender will resend it). */
-static int copy_payload(struct rel *r, const struct wire_header *h, const void *payload, void **copy)
+/* Keeps the payload of the received packet pkt until the AM layer takes
+ * it (*data, NULL when empty): in the carrier's buffer when the carrier
+ * hands it over (*taken = pkt), so that a large payload is copied only
+ * once, from there to where the AM layer puts it; else in a copy.  0 when
+ * memory ran out, counted (the packet is dropped as if beyond the window,
+ * and the sender will resend it). */
+static int keep_payload(struct rel *r, const struct wire_header *h, const void *pkt, void **data, void **taken)
 {
-    *copy = NULL;
+    *data = *taken = NULL;
     if (!h->len)
         return 1;
-    /* 64-byte aligned: the AM layer aligns large medium payloads in the
-     * packet and hands them to handlers in place */
-    if (!(*copy = aligned_alloc(64, (h->len + 63u) & ~(size_t)63u))) {
+    if (r->io.take && r->io.take(r->ctx, pkt, WIRE_HEADER_BYTES + (size_t)h->len)) {
+        *taken = (void *)pkt;
+        *data = (unsigned char *)*taken + WIRE_HEADER_BYTES;
+        return 1;
+    }
+    /* 64-byte aligned, as the carrier's buffers keep payloads: the AM
+     * layer aligns medium payloads of 256 bytes or more in the packet
+     * (am_net.c) and hands them to handlers in place.  A shorter packet
+     * holds no aligned payload, and malloc is 4 times quicker than
+     * aligned_alloc, which a short message pays on every hop. */
+    size_t len = h->len;
+    if (!(*data = len < 256 ? malloc(len) : aligned_alloc(64, (len + 63u) & ~(size_t)63u))) {
         r->stats.nomem++;
         return 0;
     }
-    memcpy(*copy, payload, h->len);
+    memcpy(*data, (const unsigned char *)pkt + WIRE_HEADER_BYTES, h->len);
     return 1;
 }
 
+static void drop_payload(struct rel *r, void *data, void *taken)
+{
+    if (taken)
+        r->io.give_back(r->ctx, taken);
+    else
+        free(data);
+}
+
 static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wire_header *h,
-                                 const void *payload, uint64_t now)
+                                 const void *pkt, uint64_t now)
 {
     uint32_t mask = r->cfg.rcv_buf - 1, end = p->consumed + r->cfg.rcv_buf;
     if (seq_le(h->seq, p->rcv_ack) || (seq_le(h->seq, end) && p->rx[h->seq & mask].present)) {
@@ -514,10 +605,11 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
         want_ack(p, now); /* tell the sender its credits again */
         return WIRE_DROP_WINDOW;
     }
-    void *copy;
-    if (!copy_payload(r, h, payload, &copy))
+    struct rx_slot *s = &p->rx[h->seq & mask];
+    if (!keep_payload(r, h, pkt, &s->data, &s->taken))
         return WIRE_DROP_WINDOW;
-    p->rx[h->seq & mask] = (struct rx_slot){.data = copy, .len = h->len, .present = 1};
+    s->len = h->len;
+    s->present = 1;
     if (h->seq != p->rcv_ack + 1) {
         /* SACK at once when a hole opens and when DUPTHRESH packets are
          * beyond it (the sender's loss detection needs no more), then at
@@ -537,14 +629,16 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
     return WIRE_OK;
 }
 
-static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, const void *payload)
+static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, const void *pkt)
 {
     if (r->bq_len == r->cfg.rcv_buf)
         return WIRE_DROP_WINDOW;
-    void *copy;
-    if (!copy_payload(r, h, payload, &copy))
+    struct bcast_msg *b = &r->bq[(r->bq_head + r->bq_len) & (r->cfg.rcv_buf - 1)];
+    if (!keep_payload(r, h, pkt, &b->data, &b->taken))
         return WIRE_DROP_WINDOW;
-    r->bq[(r->bq_head + r->bq_len++) & (r->cfg.rcv_buf - 1)] = (struct bcast_msg){h->src, h->len, copy};
+    b->src = h->src;
+    b->len = h->len;
+    r->bq_len++;
     return WIRE_OK;
 }
 
@@ -561,27 +655,45 @@ static enum wire_verdict check_incarnation(struct rel *r, struct peer *p, const 
     return WIRE_DROP_INCARNATION;
 }
 
-static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *payload, uint64_t now)
+/* A packet from p arrived: p is alive. */
+static void heard(struct rel *r, struct peer *p, uint64_t now)
 {
-    struct peer *p = peer_get(r, h->src, now);
-    if (!p) {
+    p->last_rx = now;
+    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
+    p->ka_first = REL_NEVER;
+}
+
+/* The ack fields of h (when it is DATA of the other channel's: see
+ * ack_channel) go to engine a's state for the sender, q; the rest to r's,
+ * p.  Both pass the incarnation checks before either changes. */
+static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *pkt, uint64_t now)
+{
+    struct rel *a = r;
+    if (h->type == WIRE_DATA && !(h->flags & WIRE_F_ACK_REPLY) != !r->cfg.reply_channel && !(a = r->other))
+        return WIRE_DROP_TYPE; /* an engine without a linked channel cannot take its acks */
+    struct peer *p = peer_get(r, h->src, now), *q = a == r ? p : peer_get(a, h->src, now);
+    if (!p || !q) {
         r->stats.nomem++;
         return WIRE_DROP_WINDOW;
     }
     enum wire_verdict v = check_incarnation(r, p, h);
+    if (v == WIRE_OK && q != p)
+        v = check_incarnation(a, q, h);
     if (v != WIRE_OK)
         return v;
-    if (h->type != WIRE_BCAST && rx_ack(r, p, h, now))
+    if (h->type != WIRE_BCAST && rx_ack(a, q, h, now))
         return WIRE_DROP_WINDOW;
-    p->last_rx = now;
-    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
-    p->ka_first = REL_NEVER;
+    heard(r, p, now);
+    if (q != p) {
+        heard(a, q, now);
+        note_deadline(a, q);
+    }
     if (h->type == WIRE_DATA)
-        v = rx_data(r, p, h, payload, now);
+        v = rx_data(r, p, h, pkt, now);
     else if (h->type == WIRE_KEEPALIVE)
         want_ack(p, now);
     else if (h->type == WIRE_BCAST)
-        v = rx_bcast(r, h, payload);
+        v = rx_bcast(r, h, pkt);
     note_deadline(r, p);
     return v;
 }
@@ -599,6 +711,7 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
     if (!r)
         return SHOAL_ENOMEM;
     *r = (struct rel){.cfg = *cfg, .io = *io, .ctx = ctx, .next_due = REL_NEVER,
+                      .tx_slots = cfg->window > cfg->rcv_buf ? cfg->window : cfg->rcv_buf,
                       .expect = {.job = cfg->job, .key = cfg->key, .self = cfg->self, .nranks = cfg->nranks,
                                  .need_checksum = cfg->need_checksum}};
     r->peers = calloc(cfg->nranks, sizeof *r->peers);
@@ -611,22 +724,32 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
     return SHOAL_OK;
 }
 
+void rel_link(struct rel *request, struct rel *reply)
+{
+    request->other = reply;
+    reply->other = request;
+}
+
 void rel_destroy(struct rel *r)
 {
     if (!r)
         return;
+    if (r->other)
+        r->other->other = NULL;
     for (struct peer *p = r->active, *next; p; p = next) {
         next = p->next_active;
-        for (uint32_t i = 0; i < r->cfg.window; i++)
-            free(p->tx[i].data);
+        for (uint32_t i = 0; i < r->tx_slots; i++)
+            free(p->tx[i].pkt);
         for (uint32_t i = 0; i < r->cfg.rcv_buf; i++)
-            free(p->rx[i].data);
+            drop_payload(r, p->rx[i].data, p->rx[i].taken);
         free(p->tx);
         free(p->rx);
         free(p);
     }
-    for (uint32_t i = 0; i < r->bq_len; i++)
-        free(r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)].data);
+    for (uint32_t i = 0; i < r->bq_len; i++) {
+        struct bcast_msg *b = &r->bq[(r->bq_head + i) & (r->cfg.rcv_buf - 1)];
+        drop_payload(r, b->data, b->taken);
+    }
     free(r->bq);
     free(r->peers);
     free(r);
@@ -637,7 +760,7 @@ static int admit(struct rel *r, struct peer *p, uint64_t now)
 {
     if (p->dead)
         return SHOAL_EPEERDEAD;
-    if (p->nxt - p->una >= r->cfg.window) {
+    if (in_flight(p) >= r->cfg.window || p->nxt - p->una >= r->tx_slots) {
         r->stats.eagain_window++;
         return SHOAL_EAGAIN;
     }
@@ -660,8 +783,9 @@ uint32_t rel_room(const struct rel *r, uint32_t peer)
         return r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf;
     if (p->dead || seq_lt(p->limit, p->nxt))
         return 0;
-    uint32_t window = r->cfg.window - (p->nxt - p->una), credits = p->limit - p->nxt + 1;
-    return window < credits ? window : credits;
+    uint32_t window = r->cfg.window - in_flight(p), slots = r->tx_slots - (p->nxt - p->una);
+    uint32_t credits = p->limit - p->nxt + 1, room = window < slots ? window : slots;
+    return room < credits ? room : credits;
 }
 
 int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint64_t now)
@@ -677,25 +801,25 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
         return SHOAL_EINVAL;
     struct peer *p = peer_get(r, peer, now);
     int rc = p ? admit(r, p, now) : SHOAL_ENOMEM;
-    void *copy = rc == SHOAL_OK && len ? malloc(len) : NULL;
-    if (rc == SHOAL_OK && len && !copy)
+    unsigned char *copy = rc == SHOAL_OK ? malloc(WIRE_HEADER_BYTES + len) : NULL;
+    if (rc == SHOAL_OK && !copy)
         rc = SHOAL_ENOMEM;
     if (rc == SHOAL_ENOMEM)
         r->stats.nomem++;
     if (rc != SHOAL_OK)
         return rc;
     if (hlen)
-        memcpy(copy, head, hlen);
+        memcpy(copy + WIRE_HEADER_BYTES, head, hlen);
     if (blen)
-        memcpy((char *)copy + hlen, body, blen);
+        memcpy(copy + WIRE_HEADER_BYTES + hlen, body, blen);
     uint32_t seq = p->nxt++;
-    struct tx_slot *t = &p->tx[seq & (r->cfg.window - 1)];
-    *t = (struct tx_slot){.data = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
+    struct tx_slot *t = &p->tx[seq & (r->tx_slots - 1)];
+    *t = (struct tx_slot){.pkt = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
     txl_stamp(p, t, now);
     if (p->rto_due == REL_NEVER)
         arm_rto(r, p, now);
     r->stats.sent++;
-    send_packet(r, p, WIRE_DATA, ack_request(r, p, seq), seq, copy, t->len);
+    send_packet(r, p, WIRE_DATA, ack_request(r, p, seq), seq, t->pkt, t->len);
     note_deadline(r, p);
     return SHOAL_OK;
 }
@@ -706,10 +830,15 @@ int rel_bcast(struct rel *r, const void *payload, size_t len)
         return SHOAL_EINVAL;
     struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
                             .dst = WIRE_BROADCAST, .src_inc = r->cfg.incarnation, .len = (uint16_t)len};
-    unsigned char hdr[WIRE_HEADER_BYTES];
-    wire_encode_header(hdr, &h, r->cfg.need_checksum);
+    unsigned char *pkt = malloc(WIRE_HEADER_BYTES + len);
+    if (!pkt) {
+        r->stats.nomem++;
+        return SHOAL_ENOMEM;
+    }
+    wire_encode(pkt, WIRE_HEADER_BYTES + len, &h, payload, r->cfg.need_checksum);
     r->stats.bcasts_sent++;
-    r->io.xmit(r->ctx, WIRE_BROADCAST, hdr, payload, len, 0);
+    r->io.xmit(r->ctx, WIRE_BROADCAST, pkt, WIRE_HEADER_BYTES + len, 0);
+    free(pkt);
     return SHOAL_OK;
 }
 
@@ -720,7 +849,7 @@ enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t
     if (v == WIRE_OK && !(h.flags & WIRE_F_REPLY) != !r->cfg.reply_channel)
         v = WIRE_DROP_TYPE;
     if (v == WIRE_OK)
-        v = accept(r, &h, (const unsigned char *)pkt + WIRE_HEADER_BYTES, now);
+        v = accept(r, &h, pkt, now);
     if (v == WIRE_OK)
         r->stats.received++;
     else
@@ -747,14 +876,14 @@ static void on_rto(struct rel *r, struct peer *p, uint64_t now)
     r->stats.timeouts++;
     p->backoff += p->backoff < MAX_BACKOFF;
     for (uint32_t s = p->una; seq_le(s, last); s++) {
-        struct tx_slot *t = &p->tx[s & (r->cfg.window - 1)];
+        struct tx_slot *t = &p->tx[s & (r->tx_slots - 1)];
         if (t->state == TX_INFLIGHT) {
-            retransmit(r, p, t, now);
+            retransmit(r, p, t, 1, now);
             sent = 1;
         }
     }
     if (!sent) /* a peer SACKed the oldest packets, then lost them */
-        retransmit(r, p, &p->tx[p->tx_head], now);
+        retransmit(r, p, &p->tx[p->tx_head], 1, now);
     arm_rto(r, p, now);
 }
 
@@ -828,7 +957,7 @@ int rel_recv(struct rel *r, struct rel_msg *m)
 
 static void release_bcast(struct rel *r)
 {
-    free(r->bq[r->bq_head].data);
+    drop_payload(r, r->bq[r->bq_head].data, r->bq[r->bq_head].taken);
     r->bq_head = (r->bq_head + 1) & (r->cfg.rcv_buf - 1);
     r->bq_len--;
 }
@@ -841,7 +970,7 @@ static void release_data(struct rel *r, uint64_t now)
 {
     struct peer *p = r->ready_head;
     struct rx_slot *s = &p->rx[++p->consumed & (r->cfg.rcv_buf - 1)];
-    free(s->data);
+    drop_payload(r, s->data, s->taken);
     *s = (struct rx_slot){0};
     r->ready_head = p->next_ready;
     if (!r->ready_head)

@@ -16,13 +16,17 @@
  *  - Every packet to a peer carries the cumulative ack, a 64-bit SACK of
  *    the 64 packets after the first missing one, and credits: how many
  *    packets beyond the ack the receiver can still hold.  A sender never
- *    has more than `window` packets unacknowledged nor sends beyond ack +
- *    credits; rel_send says SHOAL_EAGAIN instead and never drops.
+ *    has more than `window` packets in flight (neither acknowledged nor
+ *    SACKed: the ones beyond a hole wait at the receiver, and stalling on
+ *    them would cost a round trip per loss), nor more than max(window,
+ *    rcv_buf) unacknowledged, nor sends beyond ack + credits; rel_send
+ *    says SHOAL_EAGAIN instead and never drops.
  *  - Retransmission is selective.  A packet is resent when an ACK shows it
- *    lost: a packet sent after it arrived, and it has been out longer than
- *    that one's round trip plus min_rtt/4 or 3 packets above it are SACKed
- *    (RACK, RFC 8985, simplified; packets beyond the SACK's reach are not
- *    judged).  The retransmission timer restarts whenever an ACK brings
+ *    lost: a packet sent after it arrived (not a copy the timer resent,
+ *    whose ACK may be for the first copy), and it has been out longer than
+ *    that one's round trip plus a reordering allowance (min_rtt/4, more
+ *    after spurious resends) or 3 packets above it are SACKed (RACK, RFC
+ *    8985, simplified; packets beyond the SACK's reach are not judged).  The retransmission timer restarts whenever an ACK brings
  *    news (TCP's rule: queueing in a flowing stream never fires it); on
  *    expiry the oldest unacknowledged packet and the holes below the
  *    highest SACKed one are resent and the RTO doubles (up to rto_max)
@@ -30,7 +34,9 @@
  *    once (Karn) that the previous ACK could already have reported;
  *    RTO = SRTT + max(4 RTTVAR, rto_min) (Jacobson/Karels, with Linux's
  *    floor on the variance term), rto_init before the first sample.
- *  - Acknowledgements ride on every outgoing packet.  An explicit ACK goes
+ *  - Acknowledgements ride on every outgoing packet: the channel's own,
+ *    or, on DATA of two linked channels (rel_link), the other channel's
+ *    when it owes one sooner.  An explicit ACK goes
  *    out ack_delay after data when no packet carried one, and at once (at
  *    the next rel_tick) for packets with WIRE_F_ACK_NOW, KEEPALIVEs,
  *    duplicates, overruns, the packet that opens a hole, the DUPTHRESH'th
@@ -80,7 +86,7 @@ struct rel_config {
     uint64_t job, key;         /* what every packet of the job carries */
     uint32_t incarnation;      /* this rank's, nonzero, larger after a restart */
     uint32_t max_payload;      /* largest DATA/BCAST payload, <= WIRE_MAX_PAYLOAD */
-    uint32_t window;           /* DATA packets unacknowledged per peer: power of two */
+    uint32_t window;           /* DATA packets in flight per peer (not yet acknowledged nor SACKed): power of two */
     uint32_t rcv_buf;          /* DATA packets held per peer: power of two <= 32768 */
     uint64_t rto_min_ns;       /* RTO floor (LAN) */
     uint64_t rto_init_ns;      /* RTO before the first RTT sample */
@@ -105,23 +111,30 @@ enum rel_dead_reason {
 };
 
 struct rel_io {
-    /* Sends one packet to dst (a rank or WIRE_BROADCAST): the 64-byte
-     * header hdr, then len payload bytes.  hdr is valid only during the
-     * call; so is payload unless `stable`: a DATA packet's payload is the
+    /* Sends one packet of len bytes to dst (a rank or WIRE_BROADCAST).  pkt
+     * is valid only during the call unless `stable`: a DATA packet is the
      * engine's stored copy, which stays valid until the carrier's next
-     * rel_input or rel_destroy (only an ACK frees it), so a carrier may
-     * queue it without copying until then.  A failed send is a lost
-     * packet. */
-    void (*xmit)(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable);
+     * rel_input or rel_tick, or rel_destroy (an ACK, or a peer declared
+     * dead, frees it), so a carrier may queue it without copying until
+     * then (a retransmission meanwhile rewrites its header, which sends the
+     * queued copy with the newer one).  A failed send is a lost packet. */
+    void (*xmit)(void *ctx, uint32_t dst, const void *pkt, size_t len, int stable);
     /* peer is dead for this job; called once per peer, from rel_input or
      * rel_tick. */
     void (*peer_dead)(void *ctx, uint32_t peer, enum rel_dead_reason why);
+    /* Optional.  During rel_input(pkt, len): 1 if the engine may keep the
+     * buffer pkt lies in (from pkt on) until it calls give_back(pkt), so a
+     * payload it holds for the AM layer is not copied; 0 and the engine
+     * copies the payload. */
+    int (*take)(void *ctx, const void *pkt, size_t len);
+    void (*give_back)(void *ctx, void *pkt);
 };
 
 struct rel_stats {
     uint64_t sent;             /* DATA packets, first transmissions */
     uint64_t retransmits;      /* DATA retransmissions, all causes */
     uint64_t fast_retransmits; /* of which found lost from ACKs, not by the timer */
+    uint64_t spurious_retransmits; /* ACKs showing a packet resent from ACKs had arrived the first time */
     uint64_t timeouts;         /* retransmission timer expiries (each may resend several) */
     uint64_t acks_sent;        /* explicit ACK packets */
     uint64_t keepalives_sent;  /* KEEPALIVEs for liveness */
@@ -137,7 +150,8 @@ struct rel_stats {
     uint64_t dropped[WIRE_VERDICTS]; /* packets rel_input dropped, by reason ([WIRE_OK] unused) */
 };
 
-/* A message for the AM layer, valid until rel_release. */
+/* A message for the AM layer, valid until rel_release; data is 64-byte
+ * aligned when len >= 256. */
 struct rel_msg {
     uint32_t peer;    /* sender */
     int bcast;        /* 1: a best-effort broadcast, 0: reliable DATA */
@@ -159,6 +173,11 @@ struct rel;
 /* Returns SHOAL_OK, SHOAL_EINVAL for a bad configuration (logged), or
  * SHOAL_ENOMEM.  io and ctx must outlive the engine. */
 int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_io *io, void *ctx);
+/* Joins a rank's two channels (the same configuration but reply_channel),
+ * so that each one's DATA packets can carry the other's acknowledgements
+ * (WIRE_F_ACK_REPLY).  The two are then one engine as far as concurrency
+ * goes: no call may run on either while one runs on the other. */
+void rel_link(struct rel *request, struct rel *reply);
 void rel_destroy(struct rel *r);
 
 /* Queues payload for reliable delivery to peer and sends it if allowed.
@@ -173,13 +192,15 @@ uint32_t rel_room(const struct rel *r, uint32_t peer);
 int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
               uint64_t now);
 
-/* Sends payload to every other rank, once, unsequenced. SHOAL_OK or
- * SHOAL_EINVAL (len > max_payload). */
+/* Sends payload to every other rank, once, unsequenced. SHOAL_OK,
+ * SHOAL_EINVAL (len > max_payload) or SHOAL_ENOMEM. */
 int rel_bcast(struct rel *r, const void *payload, size_t len);
 
 /* Handles one received packet; returns WIRE_OK or why it was dropped
  * (also counted in stats.dropped).  A packet of the other channel is
- * WIRE_DROP_TYPE: the carrier hands each engine its own (wire_channel). */
+ * WIRE_DROP_TYPE: the carrier hands each engine its own
+ * (rel_packet_is_reply); the engine passes acknowledgements for the
+ * other channel to it (WIRE_DROP_TYPE when it has none linked). */
 enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t now);
 
 /* Runs the timers due at now: retransmissions, delayed ACKs, keepalives,

@@ -16,72 +16,102 @@ void sock_set_buffers(int fd, int bytes)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-void sock_msg(struct mmsghdr *m, struct iovec iov[2], void *buf, size_t len, const void *tail, size_t tail_len,
-              void *name, socklen_t namelen)
+void sock_msg(struct mmsghdr *m, struct iovec *iov, const void *buf, size_t len, void *name, socklen_t namelen)
 {
-    iov[0] = (struct iovec){buf, len};
-    iov[1] = (struct iovec){(void *)tail, tail_len};
-    *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = namelen, .msg_iov = iov,
-                                      .msg_iovlen = tail ? 2 : 1}};
+    *iov = (struct iovec){(void *)buf, len};
+    *m = (struct mmsghdr){.msg_hdr = {.msg_name = name, .msg_namelen = name ? namelen : 0, .msg_iov = iov,
+                                      .msg_iovlen = 1}};
 }
 
-/* One batch: how many of the n the kernel took. */
-static int send_batch(int fd, struct mmsghdr *m, unsigned n, const char *what)
+/* Sends m[0..n-1] on fd: how many the kernel took, or -errno.  A lone
+ * datagram goes through sendto(2), which copies no message header in.  ECONNREFUSED on a connected socket reports an ICMP error an
+ * earlier datagram drew; the call that reports it sent nothing, and
+ * reading the error cleared it, so the datagram is simply sent again. */
+static int send_run(int fd, struct mmsghdr *m, unsigned n)
 {
     unsigned done = 0;
     while (done < n) {
-        int sent = sendmmsg(fd, m + done, n - done, 0);
-        if (sent >= 0) {
+        const struct msghdr *h = &m[done].msg_hdr;
+        int sent;
+        if (n - done == 1)
+            sent = sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0, h->msg_name, h->msg_namelen) < 0
+                       ? -1 : 1;
+        else
+            sent = sendmmsg(fd, m + done, n - done, 0);
+        if (sent >= 0)
             done += (unsigned)sent;
-            continue;
-        }
-        if (errno == EAGAIN || errno == ENOBUFS)
-            break;
-        if (errno != EINTR) {
-            LOG(LOG_ERROR, "sendmmsg on the %s socket: %s", what, strerror(errno));
-            return SHOAL_ESYS;
-        }
+        else if (errno != EINTR && errno != ECONNREFUSED)
+            return done ? (int)done : -errno;
     }
     return (int)done;
 }
 
-int sock_send(int fd, unsigned n, sock_dgram_fn describe, const void *ctx, const char *what)
+int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *what)
 {
     struct mmsghdr msgs[SOCK_BATCH];
-    struct iovec iov[SOCK_BATCH][2];
+    struct iovec iov[SOCK_BATCH];
     struct sockaddr_storage to[SOCK_BATCH];
+    int fds[SOCK_BATCH];
     unsigned done = 0;
     while (done < n) {
-        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
+        unsigned k = n - done < SOCK_BATCH ? n - done : SOCK_BATCH, taken = 0;
         for (unsigned i = 0; i < k; i++)
-            describe(ctx, done + i, &msgs[i], iov[i], &to[i]);
-        int sent = send_batch(fd, msgs, k, what);
-        if (sent < 0)
-            return sent;
-        done += (unsigned)sent;
-        if ((unsigned)sent < k)
-            break;
+            fds[i] = describe(ctx, done + i, &msgs[i], &iov[i], &to[i]);
+        while (taken < k) {
+            unsigned run = 1;
+            while (taken + run < k && fds[taken + run] == fds[taken])
+                run++;
+            int sent = send_run(fds[taken], msgs + taken, run);
+            if (sent == -EAGAIN || sent == -ENOBUFS)
+                return (int)(done + taken);
+            if (sent < 0) {
+                LOG(LOG_ERROR, "sending on the %s socket: %s", what, strerror(-sent));
+                return SHOAL_ESYS;
+            }
+            taken += (unsigned)sent;
+            if ((unsigned)sent < run)
+                return (int)(done + taken);
+        }
+        done += k;
     }
     return (int)done;
-}
-
-int sock_recv(int fd, struct mmsghdr *m, unsigned n)
-{
-    int got = recvmmsg(fd, m, n, MSG_DONTWAIT, NULL);
-    if (got >= 0)
-        return got;
-    return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
 }
 
 void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap)
 {
-    sock_msg(&rx->m[i], rx->iov[i], buf, cap, NULL, 0, &rx->from[i], sizeof rx->from[i]);
+    sock_msg(&rx->m[i], &rx->iov[i], buf, cap, &rx->from[i], sizeof rx->from[i]);
 }
 
-int sock_rx_recv(int fd, struct sock_rx *rx)
+/* One datagram into entry 0 by recvfrom(2).  MSG_TRUNC makes it return
+ * the datagram's real length, which tells a truncated one as recvmmsg's
+ * msg_flags do. */
+static int recv_one(int fd, struct sock_rx *rx, int want_from)
 {
-    int got = sock_recv(fd, rx->m, rx->n);
-    for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
-        rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
+    struct mmsghdr *m = &rx->m[0];
+    socklen_t fromlen = sizeof rx->from[0];
+    ssize_t n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
+                         want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+    int trunc = (size_t)n > rx->iov[0].iov_len;
+    m->msg_len = trunc ? (unsigned)rx->iov[0].iov_len : (unsigned)n;
+    m->msg_hdr.msg_flags = trunc ? MSG_TRUNC : 0;
+    return 1;
+}
+
+int sock_rx_recv(int fd, struct sock_rx *rx, int want_from)
+{
+    unsigned want = rx->batch ? rx->n : 1;
+    int got;
+    if (want == 1) {
+        got = recv_one(fd, rx, want_from);
+    } else {
+        got = recvmmsg(fd, rx->m, want, MSG_DONTWAIT, NULL);
+        if (got < 0)
+            got = errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+        for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
+            rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
+    }
+    rx->batch = rx->n > 1 && got == (int)want;
     return got;
 }

@@ -213,21 +213,69 @@ void udp_close(struct udp_sock *s)
     s->fd = -1;
 }
 
-static void describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec iov[2],
-                     struct sockaddr_storage *to)
+const struct udp_conn *udp_conn_get(struct udp_conn *c, const struct udp_sock *s, const struct udp_endpoint *peer,
+                                    int sockbuf)
 {
-    const struct udp_packet *p = (const struct udp_packet *)ctx + i;
-    sock_msg(m, iov, p->buf, p->len, p->tail, p->tail_len, to, sockaddr_of(&p->peer, to));
+    if (c->fd >= 0 || c->tried)
+        return c->fd >= 0 ? c : NULL;
+    c->tried = 1;
+    struct udp_endpoint local = s->self;
+    struct sockaddr_storage ss;
+    local.port = 0;
+    int fd = socket(local.family == 4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0;
+    if (ok) {
+        sock_set_buffers(fd, sockbuf);
+        socklen_t len = sockaddr_of(&local, &ss);
+        ok = bind(fd, (struct sockaddr *)&ss, len) == 0;
+        len = sockaddr_of(peer, &ss);
+        ok = ok && connect(fd, (struct sockaddr *)&ss, len) == 0;
+    }
+    if (!ok) {
+        char ep[64];
+        LOG(LOG_INFO, "no connected socket for %s (%s); sending to it from the shared one",
+            udp_endpoint_str(peer, ep, sizeof ep), strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    return c;
+}
+
+void udp_conn_close(struct udp_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    *c = (struct udp_conn){.fd = -1};
+}
+
+struct udp_batch {
+    const struct udp_sock *s;
+    const struct udp_packet *p;
+};
+
+static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov, struct sockaddr_storage *to)
+{
+    const struct udp_batch *b = ctx;
+    const struct udp_packet *p = &b->p[i];
+    if (p->conn) {
+        sock_msg(m, iov, p->buf, p->len, NULL, 0);
+        return p->conn->fd;
+    }
+    sock_msg(m, iov, p->buf, p->len, to, sockaddr_of(&p->peer, to));
+    return b->s->fd;
 }
 
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 {
-    return sock_send(s->fd, n, describe, pkts, "UDP");
+    struct udp_batch b = {s, pkts};
+    return sock_send(n, describe, &b, "UDP");
 }
 
 int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)
 {
-    int got = sock_rx_recv(s->fd, rx);
+    int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
         len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
         if (from)

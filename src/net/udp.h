@@ -1,8 +1,11 @@
 /* net layer: the UDP carrier.  One non-blocking datagram socket per
  * process, bound to the address of the interface SHOAL_IFACE names (an
  * interface name, a CIDR block, or an address; IPv4 or IPv6) on the first
- * free port of SHOAL_PORT_RANGE, and batched sends and receives
- * (sendmmsg/recvmmsg).  It moves packets; reliability is rel's. */
+ * free port of SHOAL_PORT_RANGE, which receives everything and can send
+ * anywhere; and, for sending only, a socket connected to each peer
+ * (udp_conn), because a connected socket keeps its route while an
+ * unconnected send looks it up for every datagram (a tenth of a
+ * loopback ping-pong).  It moves packets; reliability is rel's. */
 #ifndef SHOAL_NET_UDP_H
 #define SHOAL_NET_UDP_H
 
@@ -26,13 +29,20 @@ struct udp_sock {
     unsigned mtu;    /* its MTU: the largest IP packet one datagram may take unfragmented */
 };
 
+/* A send-only socket connected to one peer, from the carrier's own
+ * address and an ephemeral port (receivers identify ranks by the shoal
+ * header, not by the source address). */
+struct udp_conn {
+    int fd;    /* -1: not open */
+    int tried; /* an open was attempted (a failure is not retried) */
+};
+
 /* A datagram to send. */
 struct udp_packet {
-    void *buf;
+    const void *buf;
     size_t len;
-    const void *tail; /* sending: tail_len more bytes after buf's (NULL: none) */
-    size_t tail_len;
     struct udp_endpoint peer;
+    const struct udp_conn *conn; /* open and connected to peer, or NULL: s's own socket, addressed */
 };
 
 /* Finds the local address that spec names: "" (the first interface that is
@@ -47,6 +57,13 @@ int udp_resolve(const char *spec, struct udp_endpoint *out);
  * (0: the kernel's default). */
 int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t port_hi, int sockbuf);
 void udp_close(struct udp_sock *s);
+
+/* c, opened and connected to peer on first use (sockbuf bytes of send
+ * buffer), or NULL when that failed (logged once; the caller then sends
+ * from the carrier's own socket).  c starts as {.fd = -1}. */
+const struct udp_conn *udp_conn_get(struct udp_conn *c, const struct udp_sock *s, const struct udp_endpoint *peer,
+                                    int sockbuf);
+void udp_conn_close(struct udp_conn *c);
 
 /* Sends n datagrams; returns how many the kernel took (0 when its buffer is
  * full), or a negative SHOAL_E* code on an error other than a full buffer. */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4c4f4853u   /* "SHOL" read little-endian */
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 2u
 #define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
 #define WIRE_HEADER_BYTES 64u
 #define WIRE_BROADCAST 0xffffffffu /* dst of a packet for every rank of the job */
@@ -27,7 +27,9 @@ enum wire_type {
 /* flags */
 #define WIRE_F_ACK_NOW 0x1u /* the sender wants an ACK at once (MBCF/Ether's TH1 ack request) */
 #define WIRE_F_REPLY 0x2u   /* the reply channel: its own sequence numbers, acks and credits */
-#define WIRE_FLAGS (WIRE_F_ACK_NOW | WIRE_F_REPLY)
+#define WIRE_F_ACK_REPLY 0x4u /* ack, sack and credits are the reply channel's (else the request channel's);
+                                 equal to WIRE_F_REPLY except on DATA */
+#define WIRE_FLAGS (WIRE_F_ACK_NOW | WIRE_F_REPLY | WIRE_F_ACK_REPLY)
 
 /* The header as the code sees it (host order); wire_encode/wire_decode
  * convert.  Offsets are the bytes on the wire. */

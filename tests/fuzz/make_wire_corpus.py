@@ -24,10 +24,12 @@ SELF = 1
 NRANKS = 4
 
 MAGIC = 0x4C4F4853  # "SHOL"
-VERSION = 1
+VERSION = 2
 BROADCAST = 0xFFFFFFFF
 DATA, ACK, KEEPALIVE, BCAST = 1, 2, 3, 4
 F_ACK_NOW = 0x1
+F_REPLY = 0x2
+F_ACK_REPLY = 0x4
 HEADER = 64
 HEADER_FMT = "<IBBHQQIIIIIIQHH"  # bytes 0-59; the checksum (u32) follows at 60
 
@@ -87,8 +89,11 @@ def cases():
     yield "data-len200-csum-acknow", packet(DATA, body, flags=F_ACK_NOW, seq=0xFFFFFFFF, ack=0xFFFFFFFE,
                                             sack=0x8000000000000005)
     yield "data-first-contact", packet(DATA, body[:4], src=3, dst_inc=0)
+    yield "data-reply-acking-requests", packet(DATA, body[:8], flags=F_REPLY)
+    yield "data-request-acking-replies", packet(DATA, body[:8], flags=F_ACK_REPLY)
     yield "ack-csum", packet(ACK, ack=41, sack=0x0000000000000B0D, credits=12)
     yield "ack-nocsum", packet(ACK, csum=False, ack=9, flags=F_ACK_NOW)
+    yield "ack-reply-channel", packet(ACK, ack=3, flags=F_REPLY | F_ACK_REPLY)
     yield "keepalive-csum", packet(KEEPALIVE, flags=F_ACK_NOW)
     yield "keepalive-nocsum", packet(KEEPALIVE, csum=False, src=0)
     yield "bcast-len8-csum", packet(BCAST, body[:8], src=3)
@@ -101,7 +106,8 @@ def cases():
     yield "magic-bad", packet(DATA, magic=0x4D4F4853)
     yield "magic-big-endian", packet(DATA, magic=0x53484F4C)
     yield "version-0", packet(DATA, version=0)
-    yield "version-2", packet(DATA, version=2)
+    yield "version-1", packet(DATA, version=1)
+    yield "version-3", packet(DATA, version=3)
     # another job, wrong key
     yield "job-other", packet(DATA, job=JOB ^ 1)
     yield "key-bad", packet(DATA, key=KEY ^ (1 << 63))
@@ -116,6 +122,7 @@ def cases():
     yield "type-5", packet(5)
     yield "type-255", packet(255)
     yield "flags-unknown", packet(DATA, flags=0x8001)
+    yield "flags-ack-other-channel", packet(ACK, flags=F_ACK_REPLY)
     yield "src-inc-0", packet(DATA, src_inc=0)
     # lengths
     yield "len-more-than-received", good[:-1]

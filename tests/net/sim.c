@@ -78,25 +78,18 @@ static void emit_send(void *ctx, uint32_t dst, const void *pkt, size_t len)
             wire_send(s, node->index, j, pkt, len, arrival);
 }
 
-/* The packet is put together here: the simulated wire copies it anyway. */
-static void xmit(void *ctx, uint32_t dst, const void *hdr, const void *payload, size_t len, int stable)
+static void xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, int stable)
 {
     struct sim_node *node = ctx;
-    (void)stable;
-    unsigned char *pkt = malloc(WIRE_HEADER_BYTES + len);
-    CHECK(pkt != NULL, "out of memory for a packet");
-    memcpy(pkt, hdr, WIRE_HEADER_BYTES);
-    if (len)
-        memcpy(pkt + WIRE_HEADER_BYTES, payload, len);
-    fault_pass(&node->fsend, node->sim->now, dst, pkt, WIRE_HEADER_BYTES + len, emit_send, node);
-    free(pkt);
+    (void)stable; /* the simulated wire copies every packet */
+    fault_pass(&node->fsend, node->sim->now, dst, pkt, len, emit_send, node);
 }
 
 static void emit_recv(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     struct sim_node *node = ctx;
     (void)src;
-    rel_input(node->rel, pkt, len, node->sim->now);
+    rel_input(node->reply && rel_packet_is_reply(pkt, len) ? node->reply : node->rel, pkt, len, node->sim->now);
 }
 
 static void peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
@@ -111,7 +104,7 @@ static void peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
 
 static const struct rel_io sim_io = {.xmit = xmit, .peer_dead = peer_dead};
 
-static void node_engine(struct sim *s, unsigned i, uint32_t incarnation)
+static void node_engine(struct sim *s, unsigned i, uint32_t incarnation, int channels)
 {
     struct rel_config c = s->rel_cfg;
     c.self = i;
@@ -121,6 +114,11 @@ static void node_engine(struct sim *s, unsigned i, uint32_t incarnation)
     c.incarnation = incarnation;
     s->nodes[i].incarnation = incarnation;
     CHECK_RC(rel_create(&s->nodes[i].rel, &c, &sim_io, &s->nodes[i]), SHOAL_OK);
+    if (!channels)
+        return;
+    c.reply_channel = 1;
+    CHECK_RC(rel_create(&s->nodes[i].reply, &c, &sim_io, &s->nodes[i]), SHOAL_OK);
+    rel_link(s->nodes[i].rel, s->nodes[i].reply);
 }
 
 void sim_init(struct sim *s, unsigned n, const struct rel_config *rc, const char *faults)
@@ -135,7 +133,15 @@ void sim_init(struct sim *s, unsigned n, const struct rel_config *rc, const char
         node->index = i;
         fault_init(&node->fsend, &s->faults, 2 * i);
         fault_init(&node->frecv, &s->faults, 2 * i + 1);
-        node_engine(s, i, 1000 + i);
+        node_engine(s, i, 1000 + i, 0);
+    }
+}
+
+void sim_add_reply_channels(struct sim *s)
+{
+    for (unsigned i = 0; i < s->n; i++) {
+        rel_destroy(s->nodes[i].rel);
+        node_engine(s, i, s->nodes[i].incarnation, 1);
     }
 }
 
@@ -143,14 +149,18 @@ void sim_restart(struct sim *s, unsigned i, uint32_t incarnation)
 {
     struct sim_node *node = &s->nodes[i];
     memset(node->dead_reports, 0, sizeof node->dead_reports); /* a new process */
+    int channels = node->reply != NULL;
     rel_destroy(node->rel);
-    node_engine(s, i, incarnation);
+    rel_destroy(node->reply);
+    node->reply = NULL;
+    node_engine(s, i, incarnation, channels);
 }
 
 void sim_fini(struct sim *s)
 {
     for (unsigned i = 0; i < s->n; i++) {
         rel_destroy(s->nodes[i].rel);
+        rel_destroy(s->nodes[i].reply);
         fault_fini(&s->nodes[i].fsend);
         fault_fini(&s->nodes[i].frecv);
     }
@@ -163,9 +173,14 @@ uint64_t sim_sum(const struct sim *s, size_t counter)
 {
     uint64_t sum = 0;
     for (unsigned i = 0; i < s->n; i++) {
-        uint64_t v;
-        memcpy(&v, (const char *)rel_stats(s->nodes[i].rel) + counter, sizeof v);
-        sum += v;
+        for (int ch = 0; ch < 2; ch++) {
+            const struct rel *r = ch ? s->nodes[i].reply : s->nodes[i].rel;
+            uint64_t v;
+            if (!r)
+                continue;
+            memcpy(&v, (const char *)rel_stats(r) + counter, sizeof v);
+            sum += v;
+        }
     }
     return sum;
 }
@@ -185,6 +200,8 @@ static uint64_t next_time(const struct sim *s, uint64_t wake)
         if (node->down)
             continue;
         t = min64(t, rel_next_deadline(node->rel));
+        if (node->reply)
+            t = min64(t, rel_next_deadline(node->reply));
         t = min64(t, min64(fault_next_deadline(&node->fsend), fault_next_deadline(&node->frecv)));
     }
     return t;
@@ -214,6 +231,8 @@ static void timers(struct sim *s)
             continue;
         fault_flush(&node->fsend, s->now, emit_send, node);
         rel_tick(node->rel, s->now);
+        if (node->reply)
+            rel_tick(node->reply, s->now);
     }
 }
 

@@ -31,7 +31,8 @@ typedef int (*sim_tap_fn)(struct sim *s, void *ctx, uint32_t src, uint32_t dst, 
 struct sim_node {
     struct sim *sim;
     uint32_t index;
-    struct rel *rel;
+    struct rel *rel;             /* the request channel, or the only one */
+    struct rel *reply;           /* the reply channel, linked to rel; NULL unless sim_add_reply_channels */
     struct faults fsend, frecv;
     uint32_t incarnation;
     uint64_t nic_free;           /* when the NIC finishes what it was given */
@@ -65,6 +66,11 @@ struct sim {
 void sim_init(struct sim *s, unsigned n, const struct rel_config *rc, const char *faults);
 void sim_fini(struct sim *s);
 
+/* Gives every node a reply channel (reply_channel set, rel_link'ed to its
+ * engine), as the transport has; packets go to the engine of their
+ * channel, and sim_restart restarts both. */
+void sim_add_reply_channels(struct sim *s);
+
 /* Runs until the app says done; fails the test if virtual time would pass
  * `limit` ns. */
 void sim_run(struct sim *s, sim_app_fn app, void *ctx, uint64_t limit);
@@ -73,7 +79,7 @@ void sim_run(struct sim *s, sim_app_fn app, void *ctx, uint64_t limit);
  * new incarnation; packets in flight to it still arrive. */
 void sim_restart(struct sim *s, unsigned i, uint32_t incarnation);
 
-/* Sum of one rel_stats counter over the engines:
+/* Sum of one rel_stats counter over the engines (both channels):
  * sim_sum(s, offsetof(struct rel_stats, retransmits)). */
 uint64_t sim_sum(const struct sim *s, size_t counter);
 #define SIM_SUM(s, field) sim_sum((s), offsetof(struct rel_stats, field))

@@ -1,6 +1,8 @@
 /* The UDP carrier on loopback: interface specs resolve (or fail with
- * SHOAL_ECONFIG), a taken port range fails, and batches of datagrams
- * arrive whole, in any order the kernel keeps, with their source. */
+ * SHOAL_ECONFIG), a taken port range fails, batches of datagrams arrive
+ * whole, in any order the kernel keeps, with their source, and so do
+ * datagrams sent through a connected per-peer socket, which keeps sending
+ * after the peer's port closed. */
 #include "../common/check.h"
 #include "net/sock.h"
 #include "net/udp.h"
@@ -101,6 +103,61 @@ static void check_traffic(void)
     udp_close(&b);
 }
 
+/* Through a udp_conn: one datagram alone (sendto) and a batch (sendmmsg),
+ * from the carrier's address and another port. */
+static void check_connected(void)
+{
+    struct udp_sock a, b;
+    CHECK_RC(udp_open(&a, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    CHECK_RC(udp_open(&b, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    struct udp_conn c = {.fd = -1};
+    const struct udp_conn *conn = udp_conn_get(&c, &a, &b.self, 1 << 20);
+    CHECK(conn && conn->fd >= 0, "no connected socket");
+    CHECK(udp_conn_get(&c, &a, &b.self, 1 << 20) == conn, "a second socket for the same peer");
+    static char out[N][100];
+    struct udp_packet pk[N];
+    for (int i = 0; i < N; i++) {
+        memset(out[i], i, sizeof out[i]);
+        pk[i] = (struct udp_packet){.buf = out[i], .len = 1 + (size_t)i % 90, .peer = b.self, .conn = conn};
+    }
+    double t0 = test_now();
+    CHECK(udp_send(&a, &pk[0], 1) == 1, "the lone datagram");
+    for (int sent = 1; sent < N;) {
+        int k = udp_send(&a, pk + sent, (unsigned)(N - sent));
+        CHECK(k >= 0, "udp_send: %d", k);
+        sent += k;
+        TEST_DEADLINE(t0, 10, "the kernel to take the datagrams");
+    }
+    static char in[16][128];
+    int seen[N] = {0}, got = 0;
+    struct sock_rx rx = {.n = 16};
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, in[i], sizeof in[i]);
+    while (got < N) {
+        size_t len[16];
+        struct udp_endpoint from[16];
+        int k = udp_recv_batch(&b, &rx, len, from);
+        CHECK(k >= 0, "udp_recv_batch: %d", k);
+        for (int i = 0; i < k; i++) {
+            int id = (unsigned char)in[i][0];
+            CHECK(id < N && len[i] == pk[id].len && !seen[id], "datagram %d of %zu bytes", id, len[i]);
+            CHECK(!memcmp(from[i].addr, a.self.addr, 4) && from[i].port != a.self.port,
+                  "datagram %d from port %u", id, (unsigned)from[i].port);
+            seen[id] = 1;
+            got++;
+        }
+        TEST_DEADLINE(t0, 10, "the datagrams to arrive");
+    }
+    /* the peer's port closes: its ICMP errors surface as ECONNREFUSED on
+     * the connected socket, which must not fail later sends */
+    udp_close(&b);
+    for (int i = 0; i < 4; i++)
+        CHECK(udp_send(&a, &pk[0], 1) == 1, "send %d after the peer closed", i);
+    udp_conn_close(&c);
+    CHECK(c.fd == -1, "closed connection kept its socket");
+    udp_close(&a);
+}
+
 /* IPv6, where the host has a loopback address for it. */
 static void check_ipv6(void)
 {
@@ -132,5 +189,6 @@ int main(void)
     check_specs();
     check_ports();
     check_traffic();
+    check_connected();
     return 0;
 }

@@ -286,6 +286,15 @@ static void test_verdicts(void)
     m = h;
     m.flags = 0;
     expect_header(&m, WIRE_OK, "no flags");
+    /* DATA may carry either channel's acks; the other types carry their own */
+    static const uint8_t types[] = {WIRE_DATA, WIRE_ACK, WIRE_KEEPALIVE, WIRE_BCAST};
+    for (size_t i = 0; i < sizeof types; i++)
+        for (unsigned f = 0; f < 4; f++) {
+            m = base_header(types[i], 0);
+            m.flags = (uint16_t)((f & 1 ? WIRE_F_REPLY : 0) | (f & 2 ? WIRE_F_ACK_REPLY : 0));
+            int agree = !(f & 1) == !(f & 2);
+            expect_header(&m, types[i] == WIRE_DATA || agree ? WIRE_OK : WIRE_DROP_TYPE, "channel and ack-channel bits");
+        }
     m = h;
     m.src_inc = 0;
     expect_header(&m, WIRE_DROP_TYPE, "src_inc 0");
@@ -407,8 +416,8 @@ static void test_bitflip(void)
             want = WIRE_DROP_VERSION;
         else if (byte == 5 || (byte >= 24 && byte < 36))
             continue; /* type, src, dst, src_inc: depends on the bit; covered by test_verdicts */
-        else if (byte == 6 && bit % 8 < 2)
-            want = WIRE_OK; /* ACK_NOW, REPLY */
+        else if (byte == 6 && bit % 8 < 3)
+            want = WIRE_OK; /* ACK_NOW, REPLY, ACK_REPLY (the header is DATA) */
         else if (byte == 6 || byte == 7)
             want = WIRE_DROP_TYPE;
         else if (byte < 16)
