@@ -178,8 +178,8 @@ static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
     if (net.closing)
         return; /* it finished the job with us and left */
     if (why == REL_DEAD_RESTARTED)
-        util_peer_fatal((int)peer, "peer rank %u restarted (a new incarnation) during the job; ending the job", peer);
-    util_peer_fatal((int)peer, "peer rank %u stopped answering over %s (no packet for %lld ms, SHOAL_NET_DEAD_MS); ending the job",
+        util_peer_fatal((int)peer, "peer rank %u restarted (a new incarnation) during the job", peer);
+    util_peer_fatal((int)peer, "peer rank %u stopped answering over %s (no packet for %lld ms, SHOAL_NET_DEAD_MS)",
                peer, net_carrier(), util_config_int(CFG_NET_DEAD_MS));
 }
 
