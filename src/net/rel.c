@@ -89,7 +89,7 @@ struct rel {
     struct bcast_msg *bq;              /* received broadcasts, rcv_buf of them */
     uint32_t bq_head, bq_len;
     enum cur_msg cur;
-    uint32_t tx_slots;                 /* sent packets kept per peer: max(window, rcv_buf) */
+    uint32_t tx_slots;                 /* sent packets kept per peer (tx_slots_for) */
     struct rel *other;                 /* this rank's other channel (rel_link), or NULL */
     uint64_t next_due;                 /* no peer timer is due before this */
     struct rel_stats stats;
@@ -155,6 +155,17 @@ static const char *config_error(const struct rel_config *c)
     if (c->keepalive_ns == 0 || c->dead_after_ns <= c->keepalive_ns)
         return "need 0 < keepalive < dead_after";
     return NULL;
+}
+
+/* Sent packets kept per peer: room for the window's worth beyond a hole
+ * several times over (a loss is found within about a round trip, a
+ * window's worth), bounded by what the receiver can hold; not rcv_buf
+ * itself, which for a window of 16 large packets would cost every peer
+ * 12 KB more of slots that are never used. */
+static uint32_t tx_slots_for(const struct rel_config *c)
+{
+    uint32_t most = c->window > c->rcv_buf ? c->window : c->rcv_buf;
+    return 4 * (uint64_t)c->window < most ? 4 * c->window : most;
 }
 
 /* ---- peers ------------------------------------------------------------------- */
@@ -711,7 +722,7 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
     if (!r)
         return SHOAL_ENOMEM;
     *r = (struct rel){.cfg = *cfg, .io = *io, .ctx = ctx, .next_due = REL_NEVER,
-                      .tx_slots = cfg->window > cfg->rcv_buf ? cfg->window : cfg->rcv_buf,
+                      .tx_slots = tx_slots_for(cfg),
                       .expect = {.job = cfg->job, .key = cfg->key, .self = cfg->self, .nranks = cfg->nranks,
                                  .need_checksum = cfg->need_checksum}};
     r->peers = calloc(cfg->nranks, sizeof *r->peers);

@@ -18,9 +18,9 @@
  *    packets beyond the ack the receiver can still hold.  A sender never
  *    has more than `window` packets in flight (neither acknowledged nor
  *    SACKed: the ones beyond a hole wait at the receiver, and stalling on
- *    them would cost a round trip per loss), nor more than max(window,
- *    rcv_buf) unacknowledged, nor sends beyond ack + credits; rel_send
- *    says SHOAL_EAGAIN instead and never drops.
+ *    them would cost a round trip per loss), nor more than 4 windows
+ *    (rcv_buf, if less) unacknowledged, nor sends beyond ack + credits;
+ *    rel_send says SHOAL_EAGAIN instead and never drops.
  *  - Retransmission is selective.  A packet is resent when an ACK shows it
  *    lost: a packet sent after it arrived (not a copy the timer resent,
  *    whose ACK may be for the first copy), and it has been out longer than
