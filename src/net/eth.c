@@ -7,7 +7,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/filter.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -68,30 +67,6 @@ int eth_open(struct eth_sock *s, const char *name, int sockbuf)
     if (rc)
         eth_close(s);
     return rc;
-}
-
-int eth_ignore_own(struct eth_sock *s, uint32_t rank)
-{
-    /* Classic BPF over the shoal header (a SOCK_DGRAM packet socket's
-     * frames start there); its word loads are big-endian, the header
-     * little-endian. */
-    uint32_t me = __builtin_bswap32(rank);
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 32, 0, 5), /* shorter than src and dst: keep */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 24),        /* src */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, me, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 28),        /* dst */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, me, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, 0),                  /* this rank's own: drop */
-        BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),        /* keep */
-    };
-    struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
-    if (setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
-        LOG(LOG_INFO, "the raw socket cannot filter out its own frames: %s", strerror(errno));
-        return SHOAL_ESYS;
-    }
-    return SHOAL_OK;
 }
 
 void eth_close(struct eth_sock *s)

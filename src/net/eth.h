@@ -32,13 +32,6 @@ extern const struct eth_endpoint eth_broadcast;
  * have no addresses to match). */
 int eth_open(struct eth_sock *s, const char *name, int sockbuf);
 void eth_close(struct eth_sock *s);
-/* Has the kernel drop the frames rank sent itself (src = rank, dst not
- * rank): on lo every frame comes back in, and receiving one is a copy and
- * a system call for nothing (64 KB ones halved the sender's streaming
- * rate).  Frames shorter than the two rank fields pass, for the decoder to
- * count.  SHOAL_OK, or SHOAL_ESYS (logged; the frames are then dropped
- * and counted by the decoder as before). */
-int eth_ignore_own(struct eth_sock *s, uint32_t rank);
 /* As udp_send / udp_recv_batch; the kernel never hands back frames this
  * socket sent itself (PACKET_IGNORE_OUTGOING, which eth_open requires).
  * Receiving: len[i] per frame (0 if truncated, else trimmed to the

@@ -517,7 +517,6 @@ static int open_carriers(const char *transport, struct net_addr *me)
         const char *name = iface[0] ? iface : net.udp.ifname;
         rc = eth_open(&net.eth, name, sockbuf);
         if (rc == SHOAL_OK) {
-            eth_ignore_own(&net.eth, (uint32_t)net.rank);
             me->has_eth = 1;
             memcpy(me->mac, net.eth.self.mac, 6);
             uint32_t p = payload_for_mtu(net.eth.mtu, 0);
