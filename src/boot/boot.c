@@ -27,6 +27,7 @@
 
 static struct {
     int inited;
+    int net_local;                     /* SHOAL_NET_LOCAL=1: every rank its own host for shm */
     int sock;                          /* -1 for a singleton */
     int rank, size;
     const struct boot_job_block *job;  /* NULL for a singleton */
@@ -200,6 +201,7 @@ int boot_init(struct boot_info *out)
             return rc;
     }
     util_log_set_identity(st.rank);
+    st.net_local = util_config_int(CFG_NET_LOCAL) == 1;
     st.inited = 1;
     if (out)
         *out = info;
@@ -286,7 +288,7 @@ int boot_host_of(int rank)
 
 int boot_shm_peers(int a, int b)
 {
-    return a == b || (util_config_int(CFG_NET_LOCAL) != 1 && boot_host_of(a) == boot_host_of(b));
+    return a == b || (!st.net_local && boot_host_of(a) == boot_host_of(b));
 }
 
 int boot_rank_local(int rank)

@@ -20,13 +20,12 @@ static int failures;
 
 static char err[1200];
 
-/* Parses and places spec; "NAME=RANKS ..." of the result, or "!" + error. */
-static const char *place(const char *spec, int np)
+/* Places the hosts a parser gave (rc 0) for np ranks; "NAME=RANKS ..." of
+ * the result, or "!" + the parser's or the placement's error. */
+static const char *placed(int rc, struct host *hs, int n, int np)
 {
     static char out[1300];
-    struct host *hs;
-    int n;
-    if (hosts_parse_list(spec, &hs, &n, err, sizeof err) || hosts_place(hs, &n, np, err, sizeof err)) {
+    if (rc || hosts_place(hs, &n, np, err, sizeof err)) {
         hosts_free(hs, n);
         snprintf(out, sizeof out, "!%s", err);
         return out;
@@ -39,14 +38,22 @@ static const char *place(const char *spec, int np)
     return out;
 }
 
-static void check_place(const char *spec, int np, const char *want)
+/* want: the exact result, or "!" + a part of the error message. */
+static void expect(const char *what, const char *input, int np, const char *got, const char *want)
 {
-    const char *got = place(spec, np);
     int ok = want[0] == '!' ? got[0] == '!' && strstr(got, want + 1) != NULL : !strcmp(got, want);
     if (!ok) {
-        fprintf(stderr, "place(\"%s\", %d) = \"%s\", want \"%s\"\n", spec, np, got, want);
+        fprintf(stderr, "%s \"%s\" for %d = \"%s\", want \"%s\"\n", what, input, np, got, want);
         failures++;
     }
+}
+
+static void check_place(const char *spec, int np, const char *want)
+{
+    struct host *hs;
+    int n;
+    int rc = hosts_parse_list(spec, &hs, &n, err, sizeof err);
+    expect("host list", spec, np, placed(rc, hs, n, np), want);
 }
 
 static void check_lists(void)
@@ -70,37 +77,17 @@ static void check_lists(void)
     check_place("a b", 2, "!no spaces");
 }
 
-static const char *file_place(const char *text, int np)
+static void check_file(const char *text, int np, const char *want)
 {
     char path[] = "/tmp/shoal-hostfile-XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
     close(fd);
-    static char out[1300];
     struct host *hs;
     int n;
-    if (hosts_parse_file(path, &hs, &n, err, sizeof err) || hosts_place(hs, &n, np, err, sizeof err)) {
-        hosts_free(hs, n);
-        snprintf(out, sizeof out, "!%s", err);
-    } else {
-        out[0] = '\0';
-        for (int i = 0; i < n; i++)
-            snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s=%d", i ? " " : "",
-                     hs[i].name, hs[i].nranks);
-        hosts_free(hs, n);
-    }
+    int rc = hosts_parse_file(path, &hs, &n, err, sizeof err);
+    expect("hostfile", text, np, placed(rc, hs, n, np), want);
     unlink(path);
-    return out;
-}
-
-static void check_file(const char *text, int np, const char *want)
-{
-    const char *got = file_place(text, np);
-    int ok = want[0] == '!' ? got[0] == '!' && strstr(got, want + 1) != NULL : !strcmp(got, want);
-    if (!ok) {
-        fprintf(stderr, "hostfile \"%s\" for %d = \"%s\", want \"%s\"\n", text, np, got, want);
-        failures++;
-    }
 }
 
 static void check_files(void)

@@ -104,14 +104,19 @@ static void peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
 
 static const struct rel_io sim_io = {.xmit = xmit, .peer_dead = peer_dead};
 
+void sim_identity(struct rel_config *c, uint32_t self, uint32_t nranks, uint32_t incarnation)
+{
+    c->self = self;
+    c->nranks = nranks;
+    c->job = SIM_JOB;
+    c->key = SIM_KEY;
+    c->incarnation = incarnation;
+}
+
 static void node_engine(struct sim *s, unsigned i, uint32_t incarnation, int channels)
 {
     struct rel_config c = s->rel_cfg;
-    c.self = i;
-    c.nranks = s->n;
-    c.job = SIM_JOB;
-    c.key = SIM_KEY;
-    c.incarnation = incarnation;
+    sim_identity(&c, i, s->n, incarnation);
     s->nodes[i].incarnation = incarnation;
     CHECK_RC(rel_create(&s->nodes[i].rel, &c, &sim_io, &s->nodes[i]), SHOAL_OK);
     if (!channels)

@@ -60,6 +60,10 @@ struct sim {
     void *tap_ctx;
 };
 
+/* Fills the identity fields of *c: node self of nranks in the simulated job,
+ * with this incarnation. */
+void sim_identity(struct rel_config *c, uint32_t self, uint32_t nranks, uint32_t incarnation);
+
 /* n nodes with rel configuration *rc (identity fields filled here) and the
  * SHOAL_FAULTS-style spec applied to both paths of every node; 2 us wire
  * latency, 10 Gb/s NICs. */

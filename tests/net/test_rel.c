@@ -355,11 +355,7 @@ static void spurious(void)
 {
     struct rel_config rc;
     rel_config_default(&rc);
-    rc.self = 0;
-    rc.nranks = 2;
-    rc.job = SIM_JOB;
-    rc.key = SIM_KEY;
-    rc.incarnation = 1;
+    sim_identity(&rc, 0, 2, 1);
     struct counter c = {0};
     const struct rel_io io = {.xmit = count_xmit};
     struct rel *r;
@@ -457,11 +453,7 @@ static void channels(void)
             sim_fini(&s);
         }
 
-    rc.self = 1;
-    rc.nranks = 2;
-    rc.job = SIM_JOB;
-    rc.key = SIM_KEY;
-    rc.incarnation = 7;
+    sim_identity(&rc, 1, 2, 7);
     static const struct rel_io io = {0};
     struct rel *lone;
     CHECK_RC(rel_create(&lone, &rc, &io, NULL), SHOAL_OK);

@@ -47,26 +47,24 @@ static void check_ports(void)
     udp_close(&b);
 }
 
-static void check_traffic(void)
+/* Hands pk[first..N) to a's carrier as it takes them. */
+static void send_all(struct udp_sock *a, struct udp_packet *pk, int first, double t0)
 {
-    struct udp_sock a, b;
-    CHECK_RC(udp_open(&a, "lo", 0, 0, 1 << 20), SHOAL_OK);
-    CHECK_RC(udp_open(&b, "lo", 0, 0, 1 << 20), SHOAL_OK);
-    static char out[N][100];
-    struct udp_packet pk[N];
-    for (int i = 0; i < N; i++) {
-        memset(out[i], i, sizeof out[i]);
-        pk[i] = (struct udp_packet){.buf = out[i], .len = 1 + (size_t)i % 100, .peer = b.self};
-    }
-    int sent = 0;
-    double t0 = test_now();
-    while (sent < N) {
-        int k = udp_send(&a, pk + sent, (unsigned)(N - sent));
+    for (int sent = first; sent < N;) {
+        int k = udp_send(a, pk + sent, (unsigned)(N - sent));
         CHECK(k >= 0, "udp_send: %d", k);
         sent += k;
         TEST_DEADLINE(t0, 10, "the kernel to take the datagrams");
     }
-    static char in[N][128];
+}
+
+/* Receives the N datagrams of pk on b (datagram i is filled with byte i),
+ * each exactly once and of its length; check_from judges where one came
+ * from (a: the sender's socket). */
+static void receive_all(struct udp_sock *b, const struct udp_packet *pk, const struct udp_sock *a, double t0,
+                        void (*check_from)(const struct udp_sock *a, const struct udp_endpoint *from, int id))
+{
+    static char in[16][128];
     int seen[N] = {0}, got = 0;
     struct sock_rx rx = {.n = 16};
     for (unsigned i = 0; i < rx.n; i++)
@@ -74,22 +72,56 @@ static void check_traffic(void)
     while (got < N) {
         size_t len[16];
         struct udp_endpoint from[16];
-        int k = udp_recv_batch(&b, &rx, len, from);
+        int k = udp_recv_batch(b, &rx, len, from);
         CHECK(k >= 0, "udp_recv_batch: %d", k);
         for (int i = 0; i < k; i++) {
-            CHECK(len[i] >= 1 && from[i].port == a.self.port, "datagram of %zu bytes from port %u", len[i],
-                  (unsigned)from[i].port);
             int id = (unsigned char)in[i][0];
-            CHECK(id < N && len[i] == 1 + (size_t)id % 100 && !seen[id], "datagram %d of %zu bytes", id, len[i]);
+            CHECK(id < N && len[i] == pk[id].len && !seen[id], "datagram %d of %zu bytes", id, len[i]);
             for (size_t j = 0; j < len[i]; j++)
                 CHECK((unsigned char)in[i][j] == id, "byte %zu of datagram %d", j, id);
+            check_from(a, &from[i], id);
             seen[id] = 1;
             got++;
         }
         TEST_DEADLINE(t0, 10, "the datagrams to arrive");
     }
+}
+
+/* Packets to `to` of 1 + i % modulus bytes, each filled with its index. */
+static void fill_packets(struct udp_packet *pk, const struct udp_endpoint *to, size_t modulus,
+                         const struct udp_conn *conn)
+{
+    static char out[N][100];
+    for (int i = 0; i < N; i++) {
+        memset(out[i], i, sizeof out[i]);
+        pk[i] = (struct udp_packet){.buf = out[i], .len = 1 + (size_t)i % modulus, .peer = *to, .conn = conn};
+    }
+}
+
+static void from_carrier(const struct udp_sock *a, const struct udp_endpoint *from, int id)
+{
+    CHECK(from->port == a->self.port, "datagram %d from port %u", id, (unsigned)from->port);
+}
+
+/* a connected socket: a's address, another port */
+static void from_connected(const struct udp_sock *a, const struct udp_endpoint *from, int id)
+{
+    CHECK(!memcmp(from->addr, a->self.addr, 4) && from->port != a->self.port, "datagram %d from port %u", id,
+          (unsigned)from->port);
+}
+
+static void check_traffic(void)
+{
+    struct udp_sock a, b;
+    CHECK_RC(udp_open(&a, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    CHECK_RC(udp_open(&b, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    struct udp_packet pk[N];
+    fill_packets(pk, &b.self, 100, NULL);
+    double t0 = test_now();
+    send_all(&a, pk, 0, t0);
+    receive_all(&b, pk, &a, t0, from_carrier);
     /* a datagram larger than the receive buffer is reported with length 0 */
-    struct udp_packet big = {.buf = out[0], .len = 100, .peer = b.self};
+    struct udp_packet big = {.buf = pk[N - 1].buf, .len = 100, .peer = b.self};
     CHECK(udp_send(&a, &big, 1) == 1, "send");
     char small[10];
     struct sock_rx one = {.n = 1};
@@ -114,40 +146,12 @@ static void check_connected(void)
     const struct udp_conn *conn = udp_conn_get(&c, &a, &b.self, 1 << 20);
     CHECK(conn && conn->fd >= 0, "no connected socket");
     CHECK(udp_conn_get(&c, &a, &b.self, 1 << 20) == conn, "a second socket for the same peer");
-    static char out[N][100];
     struct udp_packet pk[N];
-    for (int i = 0; i < N; i++) {
-        memset(out[i], i, sizeof out[i]);
-        pk[i] = (struct udp_packet){.buf = out[i], .len = 1 + (size_t)i % 90, .peer = b.self, .conn = conn};
-    }
+    fill_packets(pk, &b.self, 90, conn);
     double t0 = test_now();
     CHECK(udp_send(&a, &pk[0], 1) == 1, "the lone datagram");
-    for (int sent = 1; sent < N;) {
-        int k = udp_send(&a, pk + sent, (unsigned)(N - sent));
-        CHECK(k >= 0, "udp_send: %d", k);
-        sent += k;
-        TEST_DEADLINE(t0, 10, "the kernel to take the datagrams");
-    }
-    static char in[16][128];
-    int seen[N] = {0}, got = 0;
-    struct sock_rx rx = {.n = 16};
-    for (unsigned i = 0; i < rx.n; i++)
-        sock_rx_set(&rx, i, in[i], sizeof in[i]);
-    while (got < N) {
-        size_t len[16];
-        struct udp_endpoint from[16];
-        int k = udp_recv_batch(&b, &rx, len, from);
-        CHECK(k >= 0, "udp_recv_batch: %d", k);
-        for (int i = 0; i < k; i++) {
-            int id = (unsigned char)in[i][0];
-            CHECK(id < N && len[i] == pk[id].len && !seen[id], "datagram %d of %zu bytes", id, len[i]);
-            CHECK(!memcmp(from[i].addr, a.self.addr, 4) && from[i].port != a.self.port,
-                  "datagram %d from port %u", id, (unsigned)from[i].port);
-            seen[id] = 1;
-            got++;
-        }
-        TEST_DEADLINE(t0, 10, "the datagrams to arrive");
-    }
+    send_all(&a, pk, 1, t0);
+    receive_all(&b, pk, &a, t0, from_connected);
     /* the peer's port closes: its ICMP errors surface as ECONNREFUSED on
      * the connected socket, which must not fail later sends */
     udp_close(&b);
