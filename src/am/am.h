@@ -100,6 +100,9 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
 /* One best-effort datagram to every other rank, run there as a request to
  * internal handler `handler` with no payload (it may be lost). */
 int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args);
+/* The largest medium payload with nargs arguments that travels to a remote
+ * rank in one packet: handed to the handler where it landed, never gathered. */
+size_t am_net_medium_in_one(unsigned nargs);
 static inline int am_is_remote(int rank)
 {
     return am.remote && am.remote[rank];

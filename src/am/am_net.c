@@ -87,6 +87,13 @@ static size_t am_net_fragments(const struct am_net_hdr *h, size_t nbytes)
     return 1 + (nbytes - first + later - 1) / later;
 }
 
+size_t am_net_medium_in_one(unsigned nargs)
+{
+    struct am_net_hdr h = {.nargs = (uint8_t)nargs, .kind = AM_MEDIUM, .total = 256};
+    size_t room = an.max_payload - am_net_data_at(&h, 1);
+    return room < am.max_medium ? room : am.max_medium;
+}
+
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args)

@@ -3,6 +3,7 @@
 #include "boot/boot.h"
 #include "net/eth.h"
 #include "net/faults.h"
+#include "net/pool.h"
 #include "net/rel.h"
 #include "net/sock.h"
 #include "net/udp.h"
@@ -34,7 +35,7 @@ struct net_addr {
 enum carrier { CARRIER_UDP, CARRIER_ETH };
 
 #define NET_BATCH SOCK_BATCH
-#define NET_SPARE (2 * NET_BATCH) /* packet buffers kept for reuse; more go back to the allocator */
+#define NET_SPARE (2 * NET_BATCH) /* receive buffers kept for reuse; more go back to the allocator */
 #define NET_DELIVER_BATCH 64u    /* messages per net_poll, so shm peers are not starved */
 #define NET_LINGER_NS 1000000000ull
 /* Bytes in flight to one peer: far above any LAN's bandwidth-delay product
@@ -62,8 +63,7 @@ static struct {
     unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
     struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
     int rx_cur;                   /* the entry of rx whose packet the engines have, or -1 */
-    void *spare[NET_SPARE];       /* packet buffers the engines gave back, for the next take */
-    unsigned nspare;
+    struct pkt_pool spare;        /* receive buffers the engines gave back, for the next take */
     const void *txref[NET_BATCH]; /* a queued datagram referenced in place, or NULL: in txbuf */
     size_t txlen[NET_BATCH];
     uint32_t txdst[NET_BATCH];
@@ -259,15 +259,6 @@ static void count_drop(enum wire_verdict v)
 
 /* ---- receive buffers handed to the engines ----------------------------- */
 
-/* A buffer for one packet, 64-byte aligned as the AM layer expects
- * payloads (after the 64-byte header). */
-static void *packet_buffer(void)
-{
-    if (net.nspare)
-        return net.spare[--net.nspare];
-    return aligned_alloc(64, (net.pkt_cap + 63) & ~(size_t)63);
-}
-
 /* An engine keeps the packet it is given (io.take) when it is a large part
  * of its buffer: its payload is then copied only once, by the AM layer;
  * smaller ones are cheaper to copy than to hold a whole buffer for.  Only
@@ -278,7 +269,7 @@ static int engine_take(void *ctx, const void *pkt, size_t len)
     (void)ctx;
     if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur].iov_base || 4 * len < net.pkt_cap)
         return 0;
-    void *fresh = packet_buffer();
+    void *fresh = pool_take(&net.spare);
     if (!fresh)
         return 0;
     sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.pkt_cap);
@@ -288,10 +279,7 @@ static int engine_take(void *ctx, const void *pkt, size_t len)
 static void engine_give_back(void *ctx, void *pkt)
 {
     (void)ctx;
-    if (net.nspare < NET_SPARE)
-        net.spare[net.nspare++] = pkt;
-    else
-        free(pkt);
+    pool_give(&net.spare, pkt);
 }
 
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
@@ -334,8 +322,9 @@ static void receive_batch(void)
 
 static uint64_t next_deadline(void)
 {
-    uint64_t t = rel_next_deadline(net.rel[0]), t1 = rel_next_deadline(net.rel[1]);
+    uint64_t t = rel_next_deadline(net.rel[0]), t1 = rel_next_deadline(net.rel[1]), t2 = pool_deadline(&net.spare);
     t = t1 < t ? t1 : t;
+    t = t2 < t ? t2 : t;
     if (net.faulty) {
         uint64_t a = fault_next_deadline(&net.fsend), b = fault_next_deadline(&net.frecv);
         t = a < t ? a : t;
@@ -355,6 +344,7 @@ static void run_timers(void)
     flush_tx(); /* queued packets may point at what a peer declared dead frees */
     rel_tick(net.rel[0], net.now);
     rel_tick(net.rel[1], net.now);
+    pool_tick(&net.spare, net.now);
 }
 
 static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget)
@@ -604,12 +594,13 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         eth_close(&net.eth);
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
-    if (!net.txbuf)
+    /* buffers 64-byte aligned, as the AM layer expects payloads (after the 64-byte header) */
+    if (!net.txbuf || pool_init(&net.spare, NET_SPARE, net.pkt_cap))
         return SHOAL_ENOMEM;
     net.rx.n = NET_BATCH;
     net.rx_cur = -1;
     for (unsigned i = 0; i < NET_BATCH; i++) {
-        void *buf = packet_buffer();
+        void *buf = pool_take(&net.spare);
         if (!buf)
             return SHOAL_ENOMEM;
         sock_rx_set(&net.rx, i, buf, net.pkt_cap);
@@ -676,8 +667,7 @@ void net_fini(void)
     free(net.txbuf);
     for (unsigned i = 0; i < net.rx.n; i++)
         free(net.rx.iov[i].iov_base);
-    while (net.nspare)
-        free(net.spare[--net.nspare]);
+    pool_fini(&net.spare);
     memset(&net, 0, sizeof net);
     net.udp.fd = net.eth.fd = -1;
 }

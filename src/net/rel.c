@@ -1,6 +1,7 @@
 /* The cluster reliability protocol (rel.h): windows, acknowledgements,
  * retransmission, credits, keepalives and incarnations, with no I/O. */
 #include "net/rel.h"
+#include "net/pool.h"
 
 #include "shoal.h"
 #include "util/util.h"
@@ -92,6 +93,7 @@ struct rel {
     uint32_t tx_slots;                 /* sent packets kept per peer (tx_slots_for) */
     struct rel *other;                 /* this rank's other channel (rel_link), or NULL */
     uint64_t next_due;                 /* no peer timer is due before this */
+    struct pkt_pool pool;              /* full-size buffers for the stored copies of large DATA packets */
     struct rel_stats stats;
 };
 
@@ -258,6 +260,25 @@ static void want_ack(struct peer *p, uint64_t when)
     p->ack_due = min64(p->ack_due, when);
 }
 
+/* ---- stored packets -------------------------------------------------------- */
+
+/* The stored copy of a sent DATA packet lives until it is acknowledged:
+ * large ones in full-size buffers from the pool, small ones from malloc. */
+#define POOL_MIN_LEN 4096u
+
+static unsigned char *pkt_alloc(struct rel *r, uint32_t len)
+{
+    return len < POOL_MIN_LEN ? malloc(WIRE_HEADER_BYTES + len) : pool_take(&r->pool);
+}
+
+static void pkt_free(struct rel *r, unsigned char *pkt, uint32_t len)
+{
+    if (len < POOL_MIN_LEN)
+        free(pkt);
+    else
+        pool_give(&r->pool, pkt);
+}
+
 /* ---- the transmission-order list ------------------------------------------- */
 
 static void txl_remove(struct peer *p, struct tx_slot *t)
@@ -382,8 +403,9 @@ static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why
 {
     /* In-order data already received stays deliverable; what we sent is lost. */
     for (uint32_t s = p->una; s != p->nxt; s++) {
-        free(p->tx[s & (r->tx_slots - 1)].pkt);
-        p->tx[s & (r->tx_slots - 1)].pkt = NULL;
+        struct tx_slot *t = &p->tx[s & (r->tx_slots - 1)];
+        pkt_free(r, t->pkt, t->len);
+        t->pkt = NULL;
     }
     p->una = p->nxt;
     p->sacked = 0;
@@ -411,7 +433,7 @@ struct acked {
     int spurious;             /* a packet resent on the SACKs' word arrived the first time */
 };
 
-static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct acked *a, uint64_t now)
+static void ack_slot(struct rel *r, struct peer *p, struct tx_slot *t, enum tx_state to, struct acked *a, uint64_t now)
 {
     if (t->state == TX_INFLIGHT) {
         txl_remove(p, t);
@@ -440,7 +462,7 @@ static void ack_slot(struct peer *p, struct tx_slot *t, enum tx_state to, struct
             a->newest_ts = t->xmit_ts;
             a->have_newest = 1;
         }
-        free(t->pkt); /* our receivers never discard a SACKed packet */
+        pkt_free(r, t->pkt, t->len); /* our receivers never discard a SACKed packet */
         t->pkt = NULL;
         p->sacked += to == TX_SACKED;
     } else if (t->state == TX_SACKED && to == TX_FREE) {
@@ -523,11 +545,11 @@ static int rx_ack(struct rel *r, struct peer *p, const struct wire_header *h, ui
     struct acked a = {.horizon = p->una - 1 + SACK_SPAN};
     if (!seq_lt(h->ack + 1, p->una)) { /* else an old header, already superseded */
         for (; seq_le(p->una, h->ack); p->una++)
-            ack_slot(p, &p->tx[p->una & (r->tx_slots - 1)], TX_FREE, &a, now);
+            ack_slot(r, p, &p->tx[p->una & (r->tx_slots - 1)], TX_FREE, &a, now);
         for (uint64_t bits = h->sack; bits; bits &= bits - 1) {
             uint32_t s = h->ack + 2 + (uint32_t)__builtin_ctzll(bits);
             if (seq_lt(s, p->nxt)) {
-                ack_slot(p, &p->tx[s & (r->tx_slots - 1)], TX_SACKED, &a, now);
+                ack_slot(r, p, &p->tx[s & (r->tx_slots - 1)], TX_SACKED, &a, now);
                 p->sack_hi = seq_lt(p->sack_hi, s) ? s : p->sack_hi;
             }
         }
@@ -727,7 +749,8 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
                                  .need_checksum = cfg->need_checksum}};
     r->peers = calloc(cfg->nranks, sizeof *r->peers);
     r->bq = calloc(cfg->rcv_buf, sizeof *r->bq);
-    if (!r->peers || !r->bq) {
+    int pool_rc = pool_init(&r->pool, cfg->window, WIRE_HEADER_BYTES + cfg->max_payload);
+    if (!r->peers || !r->bq || pool_rc) {
         rel_destroy(r);
         return SHOAL_ENOMEM;
     }
@@ -762,6 +785,7 @@ void rel_destroy(struct rel *r)
         drop_payload(r, b->data, b->taken);
     }
     free(r->bq);
+    pool_fini(&r->pool);
     free(r->peers);
     free(r);
 }
@@ -812,7 +836,7 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
         return SHOAL_EINVAL;
     struct peer *p = peer_get(r, peer, now);
     int rc = p ? admit(r, p, now) : SHOAL_ENOMEM;
-    unsigned char *copy = rc == SHOAL_OK ? malloc(WIRE_HEADER_BYTES + len) : NULL;
+    unsigned char *copy = rc == SHOAL_OK ? pkt_alloc(r, (uint32_t)len) : NULL;
     if (rc == SHOAL_OK && !copy)
         rc = SHOAL_ENOMEM;
     if (rc == SHOAL_ENOMEM)
@@ -933,6 +957,7 @@ void rel_flush_acks(struct rel *r)
 
 void rel_tick(struct rel *r, uint64_t now)
 {
+    pool_tick(&r->pool, now);
     if (now < r->next_due)
         return;
     uint64_t next = REL_NEVER;
@@ -946,7 +971,7 @@ void rel_tick(struct rel *r, uint64_t now)
 
 uint64_t rel_next_deadline(const struct rel *r)
 {
-    return r->next_due;
+    return min64(r->next_due, pool_deadline(&r->pool));
 }
 
 int rel_recv(struct rel *r, struct rel_msg *m)

@@ -41,6 +41,7 @@ static struct {
     unsigned char *unfenced;  /* [nranks]: fire-and-forget commands sent since the last fence */
     void *scratch;            /* reply data built by the target */
     size_t chunk;             /* payload bytes per message */
+    size_t net_chunk;         /* ... to a rank over the network: what one packet carries both ways */
     int32_t *split_refused;   /* [nranks]: the refusal of the split command each rank is sending */
 } ops;
 
@@ -239,7 +240,7 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
     } else
         ops.unfenced[target] = 1;
     uint64_t cookie = o ? cookie_of(o) : 0;
-    uint64_t unit = unit_of(c->kind), per = ops.chunk / unit;
+    uint64_t unit = unit_of(c->kind), per = (am_is_remote(target) ? ops.net_chunk : ops.chunk) / unit;
     if (per == 0 || (!splits(c->kind) && payload_of(c) > ops.chunk)) {
         if (o)
             op_release(o);
@@ -657,6 +658,10 @@ void rma_ops_init(void)
         ops.free_ops[i] = RMA_MAX_OPS - 1 - i;
     ops.nfree = RMA_MAX_OPS;
     ops.chunk = am.max_medium >= 64 ? am.max_medium / 64 * 64 : am.max_medium / 8 * 8;
+    if (am.remote) {
+        size_t rq = am_net_medium_in_one(RQ_ARGS), rp = am_net_medium_in_one(RP_ARGS);
+        ops.net_chunk = (rq < rp ? rq : rp) / 64 * 64;
+    }
     ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
     ops.unfenced = calloc((size_t)rma.nranks, 1);
     ops.split_refused = calloc((size_t)rma.nranks, sizeof *ops.split_refused);
