@@ -54,6 +54,7 @@ static struct {
     struct eth_sock eth;
     struct net_addr *peers;
     struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
+    int conns_left;               /* connected sockets still to be opened (SHOAL_NET_CONNECTED) */
     int sockbuf;
     struct rel *rel[2];
     struct faults fsend, frecv;
@@ -89,6 +90,19 @@ static const void *tx_packet(unsigned i)
     return net.txref[i] ? net.txref[i] : net.txbuf + i * net.pkt_cap;
 }
 
+/* The socket connected to peer d, opened on the first send to it while
+ * SHOAL_NET_CONNECTED allows; NULL: send from the receiving socket. */
+static const struct udp_conn *connection_to(uint32_t d)
+{
+    struct udp_conn *c = &net.conns[d];
+    if (c->fd < 0 && !c->tried) {
+        if (net.conns_left == 0)
+            return NULL;
+        net.conns_left--;
+    }
+    return udp_conn_get(c, &net.udp, &net.peers[d].udp, net.sockbuf);
+}
+
 static void flush_tx(void)
 {
     unsigned n = net.ntx, sent;
@@ -108,7 +122,7 @@ static void flush_tx(void)
         for (unsigned i = 0; i < n; i++) {
             uint32_t d = net.txdst[i];
             p[i] = (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.peers[d].udp,
-                                       .conn = udp_conn_get(&net.conns[d], &net.udp, &net.peers[d].udp, net.sockbuf)};
+                                       .conn = connection_to(d)};
         }
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
@@ -573,6 +587,7 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         util_fatal("out of memory for the table of %d peer addresses", nranks);
     for (int r = 0; r < nranks; r++)
         net.conns[r] = (struct udp_conn){.fd = -1};
+    net.conns_left = (int)util_config_int(CFG_NET_CONNECTED);
     int xrc = boot_allgather(&me, sizeof me, net.peers);
     if (rc || xrc)
         return rc ? rc : xrc;

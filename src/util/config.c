@@ -36,6 +36,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                         "UDP ports each rank may bind, LO-HI (the first free one); 0: any port the kernel picks"},
     [CFG_NET_SOCKBUF] = {"SHOAL_NET_SOCKBUF", "8M",
                          "send and receive buffer of the cluster transport's socket (bytes, K/M/G suffixes; past the sysctl caps when the process may)"},
+    [CFG_NET_CONNECTED] = {"SHOAL_NET_CONNECTED", "64",
+                           "udp: how many peers get a send socket of their own, connected to them (the first ones sent to; it skips a route lookup per packet); the rest are sent to from the one receiving socket. Each costs a file descriptor and sends from an ephemeral port"},
     [CFG_NET_DEAD_MS] = {"SHOAL_NET_DEAD_MS", "3000",
                          "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
@@ -122,6 +124,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return util_port_range(v, NULL, NULL);
     case CFG_NET_DEAD_MS:
         return (parse_int(v, &n) || n < 100 || n > 3600000) ? -1 : 0;
+    case CFG_NET_CONNECTED:
+        return (parse_int(v, &n) || n < 0 || n > (1 << 20)) ? -1 : 0;
     case CFG_STRICT:
         return (v[0] && strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_SHM_RING_SLOTS:

@@ -26,6 +26,7 @@ enum util_cfg_id {
     CFG_IFACE,          /* interface of the cluster transport */
     CFG_PORT_RANGE,     /* UDP ports the cluster transport may bind */
     CFG_NET_SOCKBUF,    /* socket buffer bytes of the cluster transport */
+    CFG_NET_CONNECTED,  /* peers that get a connected udp send socket */
     CFG_NET_DEAD_MS,    /* silence after which a peer is dead */
     CFG_NET_WAIT,       /* how waits receive from the network: spin or block */
     CFG_NET_THREAD,     /* progress thread for the cluster transport */
