@@ -190,7 +190,7 @@ void rgn_unmap(void *rgn)
         if (op_in_progress(r->state))
             misuse(r, "the last rgn_unmap of a region with an operation in progress on this rank");
         if (r->state == DSM_DELETED) /* rgn_delete took it out of the table already (D10) */
-            dsm_region_free(r);
+            dsm_deleted_mapping_free(&dsm.node, r);
         else if (!dsm_is_home_state(r->state)) /* home copies stay in the table until deleted (§4.4) */
             urc_insert(r);
         dsm_flush_outbox();

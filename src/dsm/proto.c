@@ -130,6 +130,8 @@ void dsm_node_fini(struct dsm_node *node)
     }
     free(node->buckets);
     node->buckets = NULL;
+    while (node->deleted_mappings)
+        dsm_deleted_mapping_free(node, node->deleted_mappings);
 }
 
 static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size)
@@ -187,6 +189,15 @@ void dsm_region_free(struct dsm_region *r)
     free(r->holders);
     r->magic = 0;
     free(r);
+}
+
+void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r)
+{
+    struct dsm_region **p = &node->deleted_mappings;
+    while (*p != r)
+        p = &(*p)->hash_next;
+    *p = r->hash_next;
+    dsm_region_free(r);
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -630,6 +641,8 @@ static void region_gone(struct dsm_node *node, struct dsm_region *r)
     dsm_table_remove(node, r);
     if (r->map_cnt) {
         r->state = DSM_DELETED;
+        r->hash_next = node->deleted_mappings;
+        node->deleted_mappings = r;
         return;
     }
     if (node->forget)

@@ -154,7 +154,7 @@ struct dsm_region {
     uint32_t calls;   /* the last four calls on this region, newest in the low byte */
     int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
     uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
-    struct dsm_region *hash_next;
+    struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
     uint32_t num_acks;  /* invalidations not yet acknowledged */
@@ -209,6 +209,7 @@ struct dsm_node {
     dsm_forget_fn forget;
     void *ctx; /* the glue's or the simulator's */
     struct dsm_region **buckets;
+    struct dsm_region *deleted_mappings; /* state Deleted, until their last unmap */
     struct dsm_stats stats;
     /* the map miss or rgn_delete in progress: its home's answer lands here */
     dsm_rid_t ask_rid;
@@ -228,7 +229,8 @@ static inline void dsm_note_call(struct dsm_node *node, struct dsm_region *r, en
         node->stats.calls_remote[c]++;
 }
 
-/* Node set-up and tear-down (frees every region still in the table). */
+/* Node set-up and tear-down (frees every region still in the table and
+ * every mapping set aside by a delete). */
 int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send,
                   dsm_fail_fn fail, dsm_forget_fn forget, void *ctx);
 void dsm_node_fini(struct dsm_node *node);
@@ -264,6 +266,8 @@ enum dsm_refusal dsm_absence(const struct dsm_node *node, dsm_rid_t rid);
 enum dsm_refusal dsm_delete_complete(struct dsm_node *node);
 /* Frees a region (removed from the table first by the caller). */
 void dsm_region_free(struct dsm_region *r);
+/* Frees a mapping set aside by a delete (state Deleted), at its last unmap. */
+void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r);
 
 /* User calls (Table A-3).  Misuse calls node->fail. */
 enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r);

@@ -860,8 +860,7 @@ static void delete_refusals(void)
     CHECK(!dsm_lookup(&s.nodes[1], rid2) && r->state == DSM_DELETED, "node 1's mapping was not set aside");
     EXPECT_FAIL(&s, dsm_start_read(&s.nodes[1], r),
                 "rgn_start_read on a region deleted since it was mapped (only rgn_unmap, rgn_rid and rgn_size remain)");
-    dsm_region_free(home);
-    dsm_region_free(r);
+    dsm_deleted_mapping_free(&s.nodes[0], home); /* node 1's goes with sim_fini */
 
     /* sequence numbers are never reused: the last one refuses */
     s.nodes[0].next_seq = UINT32_MAX - 1;
