@@ -134,11 +134,18 @@ void dsm_node_fini(struct dsm_node *node)
         dsm_deleted_mapping_free(node, node->deleted_mappings);
 }
 
-static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size)
+/* A home region's set of ranks that may hold a copy, after its data. */
+static uint64_t *holders_of(struct dsm_region *r)
+{
+    return (uint64_t *)(r->data + (((size_t)r->size + 7) & ~(size_t)7));
+}
+
+/* `tail`: bytes after the data (the home's holder set). */
+static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size, size_t tail)
 {
     /* packed as densely as malloc packs (16-byte aligned data), like the
      * null build's regions, so both builds lay data out alike */
-    size_t bytes = sizeof(struct dsm_region) + (size_t)size;
+    size_t bytes = sizeof(struct dsm_region) + (tail ? ((size_t)size + 7) & ~(size_t)7 : size) + tail;
     struct dsm_region *r = calloc(1, bytes);
     if (!r) {
         char what[96];
@@ -161,7 +168,8 @@ struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size)
         dsm_fail(node, NULL, "rgn_create: out of region sequence numbers (they are never reused)");
         return NULL;
     }
-    struct dsm_region *r = region_alloc(node, DSM_RID(node->rank, node->next_seq), size);
+    struct dsm_region *r = region_alloc(node, DSM_RID(node->rank, node->next_seq), size,
+                                        (node->nranks + 63) / 64 * sizeof(uint64_t));
     node->next_seq++;
     r->state = DSM_HOME_EXCLUSIVE;
     r->version = 1; /* 0 is never granted: a fresh copy's version is below every grant */
@@ -171,7 +179,7 @@ struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size)
 
 struct dsm_region *dsm_remote_copy(struct dsm_node *node, dsm_rid_t rid, uint32_t size, uint32_t version)
 {
-    struct dsm_region *r = region_alloc(node, rid, size);
+    struct dsm_region *r = region_alloc(node, rid, size, 0);
     r->state = DSM_REMOTE_INVALID;
     r->version = version;
     dsm_table_insert(node, r);
@@ -186,7 +194,6 @@ void dsm_region_free(struct dsm_region *r)
         free(q);
     }
     free(r->dir);
-    free(r->holders);
     r->magic = 0;
     free(r);
 }
@@ -582,16 +589,9 @@ enum dsm_refusal dsm_absence(const struct dsm_node *node, dsm_rid_t rid)
                                                                                 : DSM_REFUSE_NEVER_CREATED;
 }
 
-static void holder_add(struct dsm_node *node, struct dsm_region *r, uint32_t who)
+static void holder_add(struct dsm_region *r, uint32_t who)
 {
-    if (!r->holders) {
-        r->holders = calloc((node->nranks + 63) / 64, sizeof *r->holders);
-        if (!r->holders) {
-            dsm_fail(node, r, "out of memory for the set of ranks holding a copy");
-            return;
-        }
-    }
-    r->holders[who / 64] |= 1ull << (who % 64);
+    holders_of(r)[who / 64] |= 1ull << (who % 64);
 }
 
 static void rgn_info(struct dsm_node *node, const struct dsm_msg *m)
@@ -601,7 +601,7 @@ static void rgn_info(struct dsm_node *node, const struct dsm_msg *m)
         send_about(node, DSM_MSG_RGN_INFO_NACK, m->src, m->rid, 0, dsm_absence(node, m->rid));
         return;
     }
-    holder_add(node, r, m->src);
+    holder_add(r, m->src);
     /* A new copy starts one below the next grant: every late invalidation
      * for an earlier copy of it is then not newer. */
     send_about(node, DSM_MSG_RGN_INFO_ACK, m->src, m->rid, r->version - 1, r->size);
@@ -674,8 +674,9 @@ static int region_busy(const struct dsm_region *r)
  * answers: a copy's late flush or ack finds no region and is dropped. */
 static void home_delete(struct dsm_node *node, struct dsm_region *r, uint32_t except)
 {
-    for (uint32_t who = 0; r->holders && who < node->nranks; who++)
-        if (who != except && (r->holders[who / 64] >> (who % 64) & 1))
+    const uint64_t *holders = holders_of(r);
+    for (uint32_t who = 0; who < node->nranks; who++)
+        if (who != except && (holders[who / 64] >> (who % 64) & 1))
             send_about(node, DSM_MSG_DELETE, who, r->rid, 0, 0);
     region_gone(node, r);
 }

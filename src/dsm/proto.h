@@ -161,7 +161,8 @@ struct dsm_region {
     uint32_t ndir, dir_cap;
     struct dsm_ptr *dir;
     struct dsm_queued *queue_head, *queue_tail;
-    uint64_t *holders; /* bit per rank sent a MsgRgnInfoAck: who may hold a copy (D10) */
+    /* The data; after it, at a home, a bit per rank that was sent a
+     * MsgRgnInfoAck: who may hold a copy (D10). */
     _Alignas(16) unsigned char data[];
 };
 
