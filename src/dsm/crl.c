@@ -138,7 +138,7 @@ static void wait_for_home(void)
 static struct dsm_region *map_miss(rid_t rid)
 {
     uint32_t home = DSM_RID_HOME(rid);
-    if (home == dsm.node.rank) /* home regions are always in the table */
+    if (home == dsm.node.rank) /* a home region leaves the table only when deleted */
         bad_rid(rid, "rgn_map", refusal_text(rid, dsm_absence(&dsm.node, rid)));
     if (home >= dsm.node.nranks)
         bad_rid(rid, "rgn_map", "its home rank is outside the job");
@@ -318,9 +318,9 @@ void rgn_flush(void *rgn)
 static void print_stats(void)
 {
     const struct dsm_stats *st = &dsm.node.stats;
-    static const enum dsm_call rows[] = {DSM_CALL_MAP,         DSM_CALL_UNMAP,     DSM_CALL_START_READ,
-                                         DSM_CALL_END_READ,    DSM_CALL_START_WRITE, DSM_CALL_END_WRITE,
-                                         DSM_CALL_FLUSH,       DSM_CALL_DELETE};
+    static const enum dsm_call rows[] = {DSM_CALL_MAP,      DSM_CALL_UNMAP,       DSM_CALL_START_READ,
+                                         DSM_CALL_END_READ, DSM_CALL_START_WRITE, DSM_CALL_END_WRITE,
+                                         DSM_CALL_FLUSH,    DSM_CALL_DELETE};
     char buf[6144];
     size_t n = 0;
 #define OUT(...) (n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__))

@@ -912,7 +912,8 @@ enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_REMOTE_SHARED:
         return request(node, r, DSM_CALL_START_WRITE, DSM_MSG_MODIFY_REQ, DSM_REMOTE_SHARED_REQ);
     default: /* Rip or Wip here: no upgrade inside an operation (§A.2) */
-        bad_call(node, r, "rgn_start_write while a read or write operation on this region is in progress on this rank");
+        bad_call(node, r,
+                 "rgn_start_write while a read or write operation on this region is in progress on this rank");
         return DSM_RETRY;
     }
 }
