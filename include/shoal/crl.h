@@ -37,8 +37,12 @@ SHOAL_API unsigned crl_num_nodes(void);
 
 /* Region functions (Table 3-1). */
 SHOAL_API rid_t rgn_create(unsigned size); /* contents start zeroed; not mapped */
-/* Checks the rid; the region itself lives until crl_exit (as in the
- * thesis's prototype). */
+/* Frees the region at its home and every copy on every rank.  Any rank
+ * may call it, once, when it has the region unmapped and no rank is in an
+ * operation on it or starts one later (the program orders them, e.g. by a
+ * barrier); other ranks may still have it mapped, and then may only unmap
+ * it (their memory is freed then).  Returns when the home has freed it: a
+ * later rgn_map of the rid, on any rank, aborts.  The rid is never reused. */
 SHOAL_API void rgn_delete(rid_t rid);
 /* Same address for every mapping on this rank; a remote region not mapped
  * or cached costs one round trip to its home (no data moves until an

@@ -83,6 +83,15 @@ static void urc_remove(struct dsm_region *r)
     r->urc_slot = -1;
 }
 
+/* The engine frees a deleted region: an unmapped remote copy is always in
+ * the cache, a home region never. */
+static void forget(struct dsm_node *node, struct dsm_region *r)
+{
+    (void)node;
+    if (r->urc_slot >= 0)
+        urc_remove(r);
+}
+
 /* Inserts r, evicting round-robin when full (§4.5).  Occupied slots stay
  * contiguous from 0, so removal is a move of the last entry. */
 static void urc_insert(struct dsm_region *r)
@@ -104,21 +113,40 @@ static void urc_insert(struct dsm_region *r)
 
 /* ---- mapping -------------------------------------------------------------------- */
 
+static const char *refusal_text(rid_t rid, enum dsm_refusal why)
+{
+    switch (why) {
+    case DSM_REFUSE_DELETED:
+        return "the region was already deleted";
+    case DSM_REFUSE_IN_USE:
+        return "the region is in use at its home (an operation or a request on it is in progress there)";
+    default:
+        return DSM_RID_HOME(rid) == dsm.node.rank ? "no region with this sequence number was created here"
+                                                  : "its home has no such region";
+    }
+}
+
+/* Polls until rid's home has answered a map miss or a rgn_delete. */
+static void wait_for_home(void)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (!dsm.node.ask_reply)
+        dsm_progress(&b);
+}
+
 static struct dsm_region *map_miss(rid_t rid)
 {
     uint32_t home = DSM_RID_HOME(rid);
-    if (home == dsm.node.rank)
-        bad_rid(rid, "rgn_map", "no region with this sequence number was created here");
+    if (home == dsm.node.rank) /* a home region leaves the table only when deleted */
+        bad_rid(rid, "rgn_map", refusal_text(rid, dsm_absence(&dsm.node, rid)));
     if (home >= dsm.node.nranks)
         bad_rid(rid, "rgn_map", "its home rank is outside the job");
     dsm_map_request(&dsm.node, rid);
-    struct util_backoff b;
-    util_backoff_init(&b);
-    while (!dsm.node.map_reply)
-        dsm_progress(&b);
+    wait_for_home();
     struct dsm_region *r = dsm_map_complete(&dsm.node);
     if (!r)
-        bad_rid(rid, "rgn_map", "its home has no such region");
+        bad_rid(rid, "rgn_map", refusal_text(rid, (enum dsm_refusal)dsm.node.ask_refusal));
     dsm.node.stats.calls_miss[DSM_CALL_MAP]++;
     return r;
 }
@@ -161,7 +189,9 @@ void rgn_unmap(void *rgn)
     if (--r->map_cnt == 0) {
         if (op_in_progress(r->state))
             misuse(r, "the last rgn_unmap of a region with an operation in progress on this rank");
-        if (!dsm_is_home_state(r->state)) /* home copies stay in the table for good (§4.4) */
+        if (r->state == DSM_DELETED) /* rgn_delete took it out of the table already (D10) */
+            dsm_deleted_mapping_free(&dsm.node, r);
+        else if (!dsm_is_home_state(r->state)) /* home copies stay in the table until deleted (§4.4) */
             urc_insert(r);
         dsm_flush_outbox();
     }
@@ -186,17 +216,22 @@ rid_t rgn_create(unsigned size)
     return dsm_create(&dsm.node, size)->rid;
 }
 
+/* docs/CRL.md D10: freed at the home and at every rank holding a copy;
+ * from elsewhere, one round trip to the home so that every rgn_map that
+ * follows this call, on any rank, finds the region gone. */
 void rgn_delete(rid_t rid)
 {
+    uint64_t t0 = time_begin();
     dsm_check_init("rgn_delete");
-    uint32_t home = DSM_RID_HOME(rid);
-    if (home >= dsm.node.nranks)
+    if (DSM_RID_HOME(rid) >= dsm.node.nranks)
         bad_rid(rid, "rgn_delete", "its home rank is outside the job");
-    if (home == dsm.node.rank && !dsm_lookup(&dsm.node, rid))
-        bad_rid(rid, "rgn_delete", "no region with this sequence number was created here");
-    /* The region lives on until crl_exit (as in the thesis's prototype):
-     * other ranks may still hold copies, and reclaiming it safely needs a
-     * protocol of its own.  docs/CRL.md "rgn_delete". */
+    dsm_delete(&dsm.node, rid);
+    wait_for_home();
+    enum dsm_refusal why = dsm_delete_complete(&dsm.node);
+    if (why != DSM_REFUSE_NONE)
+        bad_rid(rid, "rgn_delete", refusal_text(rid, why));
+    dsm_flush_outbox();
+    time_end(&dsm.ns_map, t0);
 }
 
 /* ---- operations ------------------------------------------------------------------- */
@@ -285,7 +320,7 @@ static void print_stats(void)
     const struct dsm_stats *st = &dsm.node.stats;
     static const enum dsm_call rows[] = {DSM_CALL_MAP,      DSM_CALL_UNMAP,       DSM_CALL_START_READ,
                                          DSM_CALL_END_READ, DSM_CALL_START_WRITE, DSM_CALL_END_WRITE,
-                                         DSM_CALL_FLUSH};
+                                         DSM_CALL_FLUSH,    DSM_CALL_DELETE};
     char buf[6144];
     size_t n = 0;
 #define OUT(...) (n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__))
@@ -315,9 +350,10 @@ static void print_stats(void)
         ops ? 100.0 * (double)op_miss / (double)ops : 0.0,
         (unsigned long long)(sent + received + st->sent[DSM_MSG_RGN_INFO_REQ] + st->received[DSM_MSG_RGN_INFO_REQ] +
                              st->sent[DSM_MSG_RGN_INFO_ACK] + st->received[DSM_MSG_RGN_INFO_ACK]));
-    OUT("  queued %llu, stale dropped %llu, early invalidations %llu, URC evictions %llu\n",
+    OUT("  queued %llu, stale dropped %llu, early invalidations %llu, URC evictions %llu, "
+        "dropped for deleted regions %llu\n",
         (unsigned long long)st->queued, (unsigned long long)st->stale, (unsigned long long)st->early_inv,
-        (unsigned long long)st->urc_evictions);
+        (unsigned long long)st->urc_evictions, (unsigned long long)st->deleted_dropped);
     double total = (double)(util_now_ns() - dsm.t_start) * 1e-6;
     double t_ops = (double)dsm.ns_ops * 1e-6, t_map = (double)dsm.ns_map * 1e-6;
     OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", t_ops, t_map, total - t_ops - t_map,
@@ -345,7 +381,7 @@ void crl_init(void)
     memset(&dsm, 0, sizeof dsm);
     dsm.started_shoal = started;
     if (dsm_node_init(&dsm.node, (uint32_t)shoal_rank(), (uint32_t)shoal_size(), dsm_wire_send_msg, node_fail,
-                      NULL))
+                      forget, NULL))
         shoal_abort(1, "crl: out of memory for the region table");
     dsm.urc_size = (uint32_t)util_config_int(CFG_CRL_URC_SIZE);
     dsm.urc = calloc(dsm.urc_size ? dsm.urc_size : 1, sizeof *dsm.urc);

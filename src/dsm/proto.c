@@ -16,18 +16,19 @@ static const char *const state_names[DSM_STATE_COUNT] = {
     "HomeExclusive", "HomeExclusiveRip", "HomeExclusiveWip", "HomeShared",     "HomeSharedRip",
     "HomeIip",       "HomeIipSpecial",   "HomeInvalid",      "RemoteInvalid",  "RemoteInvalidReq",
     "RemoteShared",  "RemoteSharedReq",  "RemoteSharedRip",  "RemoteModified", "RemoteModifiedRip",
-    "RemoteModifiedWip"};
+    "RemoteModifiedWip", "Deleted"};
 
 static const char *const msg_names[DSM_MSG_TYPE_COUNT] = {
     "MsgRInvalidate",   "MsgWInvalidate",       "MsgSharedAckData", "MsgExclusiveAckData",
     "MsgModifyAck",     "MsgModifyAckData",     "MsgInvalidateAck", "MsgInvalidateAckData",
     "MsgRelease",       "MsgSharedReq",         "MsgExclusiveReq",  "MsgModifyReq",
     "MsgFlush",         "MsgFlushData",         "MsgRgnInfoReq",    "MsgRgnInfoAck",
-    "MsgRgnInfoNack"};
+    "MsgRgnInfoNack",   "MsgDeleteReq",         "MsgDeleteAck",     "MsgDeleteNack",
+    "MsgDelete"};
 
 static const char *const call_names[DSM_CALL_COUNT] = {
     "-", "rgn_map", "rgn_unmap", "rgn_start_read", "rgn_end_read", "rgn_start_write", "rgn_end_write",
-    "rgn_flush"};
+    "rgn_flush", "rgn_delete"};
 
 const char *dsm_state_name(unsigned s)
 {
@@ -103,15 +104,16 @@ void dsm_table_remove(struct dsm_node *node, struct dsm_region *r)
 }
 
 int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send, dsm_fail_fn fail,
-                  void *ctx)
+                  dsm_forget_fn forget, void *ctx)
 {
     memset(node, 0, sizeof *node);
     node->rank = rank;
     node->nranks = nranks;
     node->send = send;
     node->fail = fail;
+    node->forget = forget;
     node->ctx = ctx;
-    node->map_rid = DSM_NO_RID;
+    node->ask_rid = DSM_NO_RID;
     node->buckets = calloc(DSM_TABLE_BUCKETS, sizeof *node->buckets);
     return node->buckets ? 0 : -1;
 }
@@ -128,13 +130,22 @@ void dsm_node_fini(struct dsm_node *node)
     }
     free(node->buckets);
     node->buckets = NULL;
+    while (node->deleted_mappings)
+        dsm_deleted_mapping_free(node, node->deleted_mappings);
 }
 
-static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size)
+/* A home region's set of ranks that may hold a copy, after its data. */
+static uint64_t *holders_of(struct dsm_region *r)
+{
+    return (uint64_t *)(r->data + (((size_t)r->size + 7) & ~(size_t)7));
+}
+
+/* `tail`: bytes after the data (the home's holder set). */
+static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size, size_t tail)
 {
     /* packed as densely as malloc packs (16-byte aligned data), like the
      * null build's regions, so both builds lay data out alike */
-    size_t bytes = sizeof(struct dsm_region) + (size_t)size;
+    size_t bytes = sizeof(struct dsm_region) + (tail ? ((size_t)size + 7) & ~(size_t)7 : size) + tail;
     struct dsm_region *r = calloc(1, bytes);
     if (!r) {
         char what[96];
@@ -151,7 +162,14 @@ static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uin
 
 struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size)
 {
-    struct dsm_region *r = region_alloc(node, DSM_RID(node->rank, node->next_seq), size);
+    /* next_seq must stay above every sequence number handed out: that is
+     * how the home tells a deleted rid from one never created (D10) */
+    if (node->next_seq == UINT32_MAX) {
+        dsm_fail(node, NULL, "rgn_create: out of region sequence numbers (they are never reused)");
+        return NULL;
+    }
+    struct dsm_region *r = region_alloc(node, DSM_RID(node->rank, node->next_seq), size,
+                                        (node->nranks + 63) / 64 * sizeof(uint64_t));
     node->next_seq++;
     r->state = DSM_HOME_EXCLUSIVE;
     r->version = 1; /* 0 is never granted: a fresh copy's version is below every grant */
@@ -161,7 +179,7 @@ struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size)
 
 struct dsm_region *dsm_remote_copy(struct dsm_node *node, dsm_rid_t rid, uint32_t size, uint32_t version)
 {
-    struct dsm_region *r = region_alloc(node, rid, size);
+    struct dsm_region *r = region_alloc(node, rid, size, 0);
     r->state = DSM_REMOTE_INVALID;
     r->version = version;
     dsm_table_insert(node, r);
@@ -178,6 +196,15 @@ void dsm_region_free(struct dsm_region *r)
     free(r->dir);
     r->magic = 0;
     free(r);
+}
+
+void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r)
+{
+    struct dsm_region **p = &node->deleted_mappings;
+    while (*p != r)
+        p = &(*p)->hash_next;
+    *p = r->hash_next;
+    dsm_region_free(r);
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -545,39 +572,200 @@ static void remote_message(struct dsm_node *node, struct dsm_region *r, const st
     }
 }
 
-/* ---- mapping --------------------------------------------------------------- */
+/* ---- mapping and deletion ----------------------------------------------------- */
+
+/* A message that names its region by rid alone (mapping and deletion). */
+static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t dst, dsm_rid_t rid,
+                       uint32_t version, uint32_t aux)
+{
+    struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = rid, .version = version, .aux = aux};
+    node->stats.sent[type]++;
+    node->send(node, &m);
+}
+
+enum dsm_refusal dsm_absence(const struct dsm_node *node, dsm_rid_t rid)
+{
+    return DSM_RID_HOME(rid) == node->rank && DSM_RID_SEQ(rid) < node->next_seq ? DSM_REFUSE_DELETED
+                                                                                : DSM_REFUSE_NEVER_CREATED;
+}
+
+static void holder_add(struct dsm_region *r, uint32_t who)
+{
+    holders_of(r)[who / 64] |= 1ull << (who % 64);
+}
 
 static void rgn_info(struct dsm_node *node, const struct dsm_msg *m)
 {
     struct dsm_region *r = DSM_RID_HOME(m->rid) == node->rank ? dsm_lookup(node, m->rid) : NULL;
-    struct dsm_msg reply = {.type = r ? DSM_MSG_RGN_INFO_ACK : DSM_MSG_RGN_INFO_NACK, .src = node->rank,
-                            .dst = m->src, .rid = m->rid};
-    if (r) {
-        /* A new copy starts one below the next grant: every late
-         * invalidation for an earlier copy of it is then not newer. */
-        reply.version = r->version - 1;
-        reply.aux = r->size;
+    if (!r) {
+        send_about(node, DSM_MSG_RGN_INFO_NACK, m->src, m->rid, 0, dsm_absence(node, m->rid));
+        return;
     }
-    node->stats.sent[reply.type]++;
-    node->send(node, &reply);
+    holder_add(r, m->src);
+    /* A new copy starts one below the next grant: every late invalidation
+     * for an earlier copy of it is then not newer. */
+    send_about(node, DSM_MSG_RGN_INFO_ACK, m->src, m->rid, r->version - 1, r->size);
+}
+
+static void ask_home(struct dsm_node *node, enum dsm_msg_type type, dsm_rid_t rid)
+{
+    node->ask_rid = rid;
+    node->ask_reply = 0;
+    send_about(node, type, DSM_RID_HOME(rid), rid, 0, 0);
+}
+
+static void answered(struct dsm_node *node, enum dsm_refusal why)
+{
+    node->ask_reply = why == DSM_REFUSE_NONE ? 1 : -1;
+    node->ask_refusal = why;
 }
 
 void dsm_map_request(struct dsm_node *node, dsm_rid_t rid)
 {
-    node->map_rid = rid;
-    node->map_reply = 0;
-    struct dsm_msg m = {.type = DSM_MSG_RGN_INFO_REQ, .src = node->rank, .dst = DSM_RID_HOME(rid), .rid = rid};
-    node->stats.sent[m.type]++;
-    node->send(node, &m);
+    ask_home(node, DSM_MSG_RGN_INFO_REQ, rid);
 }
 
 struct dsm_region *dsm_map_complete(struct dsm_node *node)
 {
-    dsm_rid_t rid = node->map_rid;
-    node->map_rid = DSM_NO_RID;
-    if (node->map_reply < 0)
+    dsm_rid_t rid = node->ask_rid;
+    node->ask_rid = DSM_NO_RID;
+    if (node->ask_reply < 0)
         return NULL;
     return dsm_remote_copy(node, rid, node->map_size, node->map_version);
+}
+
+/* A deleted region leaves the table.  A mapping left on this rank keeps
+ * the memory, in state Deleted, until its last rgn_unmap frees it (D10). */
+static void region_gone(struct dsm_node *node, struct dsm_region *r)
+{
+    dsm_table_remove(node, r);
+    if (r->map_cnt) {
+        r->state = DSM_DELETED;
+        r->hash_next = node->deleted_mappings;
+        node->deleted_mappings = r;
+        return;
+    }
+    if (node->forget)
+        node->forget(node, r);
+    dsm_region_free(r);
+}
+
+/* An operation on the region in progress here, a start waiting, or (at
+ * the home) another rank's request or invalidation under way: deleting it
+ * now breaks rgn_delete's rule. */
+static int region_busy(const struct dsm_region *r)
+{
+    switch (r->state) {
+    case DSM_HOME_EXCLUSIVE:
+    case DSM_HOME_SHARED:
+    case DSM_HOME_INVALID:
+        return r->queue_head != NULL;
+    case DSM_REMOTE_INVALID:
+    case DSM_REMOTE_SHARED:
+    case DSM_REMOTE_MODIFIED:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* Deletes a home region and tells every rank that may hold a copy, but
+ * `except` (the one that asked, whose copy is gone already).  Nothing
+ * answers: a copy's late flush or ack finds no region and is dropped. */
+static void home_delete(struct dsm_node *node, struct dsm_region *r, uint32_t except)
+{
+    const uint64_t *holders = holders_of(r);
+    for (uint32_t who = 0; who < node->nranks; who++)
+        if (who != except && (holders[who / 64] >> (who % 64) & 1))
+            send_about(node, DSM_MSG_DELETE, who, r->rid, 0, 0);
+    region_gone(node, r);
+}
+
+static void delete_req(struct dsm_node *node, const struct dsm_msg *m)
+{
+    struct dsm_region *r = DSM_RID_HOME(m->rid) == node->rank ? dsm_lookup(node, m->rid) : NULL;
+    enum dsm_refusal why = !r ? dsm_absence(node, m->rid) : region_busy(r) ? DSM_REFUSE_IN_USE : DSM_REFUSE_NONE;
+    if (why == DSM_REFUSE_NONE)
+        home_delete(node, r, m->src);
+    send_about(node, why == DSM_REFUSE_NONE ? DSM_MSG_DELETE_ACK : DSM_MSG_DELETE_NACK, m->src, m->rid, 0, why);
+}
+
+/* MsgDelete: this rank's copy goes (unless the URC evicted it already). */
+static void copy_deleted(struct dsm_node *node, const struct dsm_msg *m)
+{
+    struct dsm_region *r = dsm_lookup(node, m->rid);
+    if (!r) {
+        node->stats.deleted_dropped++;
+        return;
+    }
+    if (region_busy(r)) {
+        char what[112];
+        snprintf(what, sizeof what, "rank %u deleted this region while an operation on it is in progress here",
+                 m->src);
+        dsm_fail(node, r, what);
+        return;
+    }
+    region_gone(node, r);
+}
+
+void dsm_delete(struct dsm_node *node, dsm_rid_t rid)
+{
+    int here = DSM_RID_HOME(rid) == node->rank;
+    struct dsm_region *r = dsm_lookup(node, rid);
+    node->stats.calls[DSM_CALL_DELETE]++;
+    if (!here) {
+        node->stats.calls_remote[DSM_CALL_DELETE]++;
+        node->stats.calls_miss[DSM_CALL_DELETE]++;
+    }
+    if (r) {
+        r->calls = (r->calls << 8) | DSM_CALL_DELETE;
+        if (r->map_cnt) {
+            dsm_fail(node, r, "rgn_delete of a region mapped on this rank");
+            return;
+        }
+    }
+    if (!here) {
+        if (r) /* no flush: the data dies with the region */
+            region_gone(node, r);
+        ask_home(node, DSM_MSG_DELETE_REQ, rid);
+        return;
+    }
+    node->ask_rid = rid;
+    if (!r)
+        answered(node, dsm_absence(node, rid));
+    else if (region_busy(r))
+        answered(node, DSM_REFUSE_IN_USE);
+    else {
+        home_delete(node, r, DSM_NOBODY);
+        answered(node, DSM_REFUSE_NONE);
+    }
+}
+
+enum dsm_refusal dsm_delete_complete(struct dsm_node *node)
+{
+    node->ask_rid = DSM_NO_RID;
+    return (enum dsm_refusal)node->ask_refusal;
+}
+
+/* A message for a region not in the table. */
+static void absent(struct dsm_node *node, const struct dsm_msg *m)
+{
+    /* An invalidation for a copy the URC evicted (§A.8): the home takes our
+     * flush as its ack. */
+    if (m->type == DSM_MSG_RINVALIDATE || m->type == DSM_MSG_WINVALIDATE)
+        return;
+    if (dsm_absence(node, m->rid) == DSM_REFUSE_DELETED) { /* late, for a deleted region (D10) */
+        node->stats.deleted_dropped++;
+        /* a request means the sender uses a deleted region: MsgDelete makes
+         * it fail (the copy is mapped) instead of waiting for ever */
+        if (m->type == DSM_MSG_SHARED_REQ || m->type == DSM_MSG_EXCLUSIVE_REQ || m->type == DSM_MSG_MODIFY_REQ)
+            send_about(node, DSM_MSG_DELETE, m->src, m->rid, 0, 0);
+        return;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "protocol error: %s from rank %u for region %u:%u, which is not here",
+             dsm_msg_name(m->type), m->src, DSM_RID_HOME(m->rid), DSM_RID_SEQ(m->rid));
+    dsm_fail(node, NULL, what);
 }
 
 void dsm_deliver(struct dsm_node *node, const struct dsm_msg *m)
@@ -587,36 +775,52 @@ void dsm_deliver(struct dsm_node *node, const struct dsm_msg *m)
     case DSM_MSG_RGN_INFO_REQ:
         rgn_info(node, m);
         return;
+    case DSM_MSG_DELETE_REQ:
+        delete_req(node, m);
+        return;
     case DSM_MSG_RGN_INFO_ACK:
     case DSM_MSG_RGN_INFO_NACK:
-        if (m->rid == node->map_rid) {
-            node->map_reply = m->type == DSM_MSG_RGN_INFO_ACK ? 1 : -1;
-            node->map_size = m->aux;
-            node->map_version = m->version;
+    case DSM_MSG_DELETE_ACK:
+    case DSM_MSG_DELETE_NACK:
+        if (m->rid == node->ask_rid) {
+            int ack = m->type == DSM_MSG_RGN_INFO_ACK || m->type == DSM_MSG_DELETE_ACK;
+            answered(node, ack ? DSM_REFUSE_NONE : (enum dsm_refusal)m->aux);
+            if (m->type == DSM_MSG_RGN_INFO_ACK) {
+                node->map_size = m->aux;
+                node->map_version = m->version;
+            }
         }
+        return;
+    case DSM_MSG_DELETE:
+        copy_deleted(node, m);
         return;
     default:
         break;
     }
     struct dsm_region *r = dsm_lookup(node, m->rid);
-    if (!r) {
-        /* An invalidation for a copy the URC evicted (§A.8): the home
-         * takes our flush as its ack.  Anything else is a bug. */
-        if (m->type == DSM_MSG_RINVALIDATE || m->type == DSM_MSG_WINVALIDATE)
-            return;
-        char what[160];
-        snprintf(what, sizeof what, "protocol error: %s from rank %u for region %u:%u, which is not here",
-                 dsm_msg_name(m->type), m->src, DSM_RID_HOME(m->rid), DSM_RID_SEQ(m->rid));
-        dsm_fail(node, NULL, what);
-        return;
-    }
-    if (dsm_is_home_state(r->state))
+    if (!r)
+        absent(node, m);
+    else if (dsm_is_home_state(r->state))
         home_message(node, r, m);
     else
         remote_message(node, r, m);
 }
 
 /* ---- user calls -------------------------------------------------------------- */
+
+/* A call the region's state does not allow, told apart for a mapping left
+ * over from a deleted region (D10). */
+static void bad_call(struct dsm_node *node, struct dsm_region *r, const char *what)
+{
+    char buf[160];
+    if (r->state == DSM_DELETED) {
+        snprintf(buf, sizeof buf,
+                 "%s on a region deleted since it was mapped (only rgn_unmap, rgn_rid and rgn_size remain)",
+                 dsm_call_name(r->calls & 0xff));
+        what = buf;
+    }
+    dsm_fail(node, r, what);
+}
 
 static enum dsm_start home_wait_iip(struct dsm_node *node, struct dsm_region *r, enum dsm_call c)
 {
@@ -680,7 +884,7 @@ enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r)
     case DSM_REMOTE_INVALID:
         return request(node, r, DSM_CALL_START_READ, DSM_MSG_SHARED_REQ, DSM_REMOTE_INVALID_REQ);
     default: /* a write in progress here; or a start inside a start */
-        dsm_fail(node, r, "rgn_start_read while a write operation on this region is in progress on this rank");
+        bad_call(node, r, "rgn_start_read while a write operation on this region is in progress on this rank");
         return DSM_RETRY;
     }
 }
@@ -708,7 +912,7 @@ enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_REMOTE_SHARED:
         return request(node, r, DSM_CALL_START_WRITE, DSM_MSG_MODIFY_REQ, DSM_REMOTE_SHARED_REQ);
     default: /* Rip or Wip here: no upgrade inside an operation (§A.2) */
-        dsm_fail(node, r,
+        bad_call(node, r,
                  "rgn_start_write while a read or write operation on this region is in progress on this rank");
         return DSM_RETRY;
     }
@@ -746,7 +950,7 @@ void dsm_end_read(struct dsm_node *node, struct dsm_region *r)
             remote_op_done(node, r, DSM_REMOTE_MODIFIED, 1);
         return;
     default:
-        dsm_fail(node, r, "rgn_end_read without a read operation in progress on this region");
+        bad_call(node, r, "rgn_end_read without a read operation in progress on this region");
     }
 }
 
@@ -762,7 +966,7 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
         remote_op_done(node, r, DSM_REMOTE_MODIFIED, 1);
         return;
     default:
-        dsm_fail(node, r, "rgn_end_write without a write operation in progress on this region");
+        bad_call(node, r, "rgn_end_write without a write operation in progress on this region");
     }
 }
 

@@ -36,6 +36,9 @@ enum dsm_state {
     DSM_REMOTE_MODIFIED,
     DSM_REMOTE_MODIFIED_RIP,
     DSM_REMOTE_MODIFIED_WIP,
+    /* a mapping left over from a deleted region, out of the table; its
+     * last rgn_unmap frees it (D10) */
+    DSM_DELETED,
     DSM_STATE_COUNT
 };
 
@@ -59,7 +62,12 @@ enum dsm_msg_type {
     /* mapping (§4.4): not among the 14 protocol messages */
     DSM_MSG_RGN_INFO_REQ,
     DSM_MSG_RGN_INFO_ACK,
-    DSM_MSG_RGN_INFO_NACK, /* no such region at its home */
+    DSM_MSG_RGN_INFO_NACK, /* no such region at its home (aux: enum dsm_refusal) */
+    /* deletion (D10): not among the 14 protocol messages either */
+    DSM_MSG_DELETE_REQ,  /* remote -> home: rgn_delete called elsewhere */
+    DSM_MSG_DELETE_ACK,  /* home -> that remote: the region is gone */
+    DSM_MSG_DELETE_NACK, /* home -> that remote: refused (aux: enum dsm_refusal) */
+    DSM_MSG_DELETE,      /* home -> every rank that may hold a copy: free it */
     DSM_MSG_TYPE_COUNT
 };
 
@@ -72,6 +80,7 @@ enum dsm_call {
     DSM_CALL_START_WRITE,
     DSM_CALL_END_WRITE,
     DSM_CALL_FLUSH,
+    DSM_CALL_DELETE,
     DSM_CALL_COUNT
 };
 
@@ -80,6 +89,14 @@ enum dsm_start {
     DSM_STARTED, /* the operation is in progress */
     DSM_PENDING, /* a request or invalidation is out: poll until region->waiting is 0 */
     DSM_RETRY    /* another transaction holds the home (Iip): poll, then call again */
+};
+
+/* Why a home answers MsgRgnInfoNack or MsgDeleteNack. */
+enum dsm_refusal {
+    DSM_REFUSE_NONE,
+    DSM_REFUSE_NEVER_CREATED, /* no region with that sequence number was created there */
+    DSM_REFUSE_DELETED,       /* it was, and it has been deleted */
+    DSM_REFUSE_IN_USE         /* delete: an operation or a request on it is in progress at the home */
 };
 
 /* Second phase of a two-phase home action (§A.4), run when the last
@@ -137,13 +154,15 @@ struct dsm_region {
     uint32_t calls;   /* the last four calls on this region, newest in the low byte */
     int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
     uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
-    struct dsm_region *hash_next;
+    struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
     uint32_t num_acks;  /* invalidations not yet acknowledged */
     uint32_t ndir, dir_cap;
     struct dsm_ptr *dir;
     struct dsm_queued *queue_head, *queue_tail;
+    /* The data; after it, at a home, a bit per rank that was sent a
+     * MsgRgnInfoAck: who may hold a copy (D10). */
     _Alignas(16) unsigned char data[];
 };
 
@@ -169,12 +188,17 @@ struct dsm_stats {
     uint64_t stale;        /* late messages dropped by their version (§A.11) */
     uint64_t early_inv;    /* invalidations that overtook their grant */
     uint64_t urc_evictions;
+    uint64_t deleted_dropped; /* messages for deleted regions, dropped (D10) */
 };
 
 struct dsm_node;
 typedef void (*dsm_send_fn)(struct dsm_node *node, const struct dsm_msg *msg);
 /* Misuse or protocol error: must not return. */
 typedef void (*dsm_fail_fn)(struct dsm_node *node, const char *what);
+/* The engine is about to free an unmapped region that was deleted: the
+ * glue drops its own references to it (the unmapped region cache).  May
+ * be NULL. */
+typedef void (*dsm_forget_fn)(struct dsm_node *node, struct dsm_region *r);
 
 #define DSM_TABLE_BUCKETS 8192u /* §4.4 */
 
@@ -183,13 +207,16 @@ struct dsm_node {
     uint32_t next_seq; /* sequence number of the next region created here */
     dsm_send_fn send;
     dsm_fail_fn fail;
+    dsm_forget_fn forget;
     void *ctx; /* the glue's or the simulator's */
     struct dsm_region **buckets;
+    struct dsm_region *deleted_mappings; /* state Deleted, until their last unmap */
     struct dsm_stats stats;
-    /* the map miss in progress: its RgnInfo reply lands here */
-    dsm_rid_t map_rid;
-    int map_reply; /* 0 none yet, 1 RgnInfoAck, -1 RgnInfoNack */
-    uint32_t map_size, map_version;
+    /* the map miss or rgn_delete in progress: its home's answer lands here */
+    dsm_rid_t ask_rid;
+    int ask_reply;         /* 0 none yet, 1 RgnInfoAck or DeleteAck, -1 a Nack */
+    uint32_t ask_refusal;  /* enum dsm_refusal, with a Nack */
+    uint32_t map_size, map_version; /* from RgnInfoAck */
 };
 
 #define DSM_NO_RID UINT64_MAX
@@ -203,9 +230,10 @@ static inline void dsm_note_call(struct dsm_node *node, struct dsm_region *r, en
         node->stats.calls_remote[c]++;
 }
 
-/* Node set-up and tear-down (frees every region still in the table). */
+/* Node set-up and tear-down (frees every region still in the table and
+ * every mapping set aside by a delete). */
 int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send,
-                  dsm_fail_fn fail, void *ctx);
+                  dsm_fail_fn fail, dsm_forget_fn forget, void *ctx);
 void dsm_node_fini(struct dsm_node *node);
 
 /* Region table (hash on rid, chained). */
@@ -213,17 +241,34 @@ struct dsm_region *dsm_lookup(const struct dsm_node *node, dsm_rid_t rid);
 void dsm_table_insert(struct dsm_node *node, struct dsm_region *r);
 void dsm_table_remove(struct dsm_node *node, struct dsm_region *r);
 
-/* A new home region (HomeExclusive, zeroed data), in the table. */
+/* A new home region (HomeExclusive, zeroed data), in the table.  Sequence
+ * numbers are never reused: the last one aborts (D10). */
 struct dsm_region *dsm_create(struct dsm_node *node, uint32_t size);
 /* A new remote copy (RemoteInvalid) from a RgnInfoAck, in the table. */
 struct dsm_region *dsm_remote_copy(struct dsm_node *node, dsm_rid_t rid, uint32_t size, uint32_t version);
 /* A map miss: asks rid's home for the region (MsgRgnInfoReq); the reply
- * sets node->map_reply.  Then dsm_map_complete makes the copy, or returns
- * NULL when the home has no such region. */
+ * sets node->ask_reply.  Then dsm_map_complete makes the copy, or returns
+ * NULL when the home refused (node->ask_refusal says why). */
 void dsm_map_request(struct dsm_node *node, dsm_rid_t rid);
 struct dsm_region *dsm_map_complete(struct dsm_node *node);
+/* rgn_delete (D10).  At rid's home the region is freed at once and every
+ * rank that may hold a copy is sent MsgDelete; elsewhere the local copy is
+ * freed and the home asked (MsgDeleteReq).  Either way the answer lands in
+ * node->ask_reply (at once at the home); dsm_delete_complete then returns
+ * DSM_REFUSE_NONE or why the home refused.  Deleting a region mapped on
+ * this node calls node->fail; a mapping on another node (the home's too)
+ * is taken out of the table in state Deleted, for the glue to free at its
+ * last unmap. */
+void dsm_delete(struct dsm_node *node, dsm_rid_t rid);
+/* Why rid has no region here: a rid homed here below next_seq was deleted
+ * (home regions leave the table only so, and sequence numbers are never
+ * reused); any other was never created. */
+enum dsm_refusal dsm_absence(const struct dsm_node *node, dsm_rid_t rid);
+enum dsm_refusal dsm_delete_complete(struct dsm_node *node);
 /* Frees a region (removed from the table first by the caller). */
 void dsm_region_free(struct dsm_region *r);
+/* Frees a mapping set aside by a delete (state Deleted), at its last unmap. */
+void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r);
 
 /* User calls (Table A-3).  Misuse calls node->fail. */
 enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r);

@@ -48,7 +48,7 @@ void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo)
     s->nregions = nregions;
     s->fifo = fifo;
     for (unsigned n = 0; n < nnodes; n++)
-        if (dsm_node_init(&s->nodes[n], n, nnodes, on_send, on_engine_fail, s))
+        if (dsm_node_init(&s->nodes[n], n, nnodes, on_send, on_engine_fail, NULL, s))
             sim_fail(s, "out of memory");
     for (unsigned k = 0; k < nregions; k++)
         s->rids[k] = dsm_create(&s->nodes[k % nnodes], SIM_DATA)->rid;
@@ -141,6 +141,7 @@ static void after_start(struct sim *s, unsigned n, struct dsm_region *r, enum ds
 static void start_op(struct sim *s, unsigned n, struct dsm_region *r)
 {
     struct dsm_node *node = &s->nodes[n];
+    r->map_cnt = 1; /* mapped for the operation, as rgn_map would (a start retried keeps it) */
     after_start(s, n, r, current_step(s, n)->op == SIM_READ ? dsm_start_read(node, r) : dsm_start_write(node, r));
 }
 
@@ -148,6 +149,16 @@ static void map_request(struct sim *s, unsigned n, dsm_rid_t rid)
 {
     dsm_map_request(&s->nodes[n], rid);
     s->phase[n] = SIM_MAPPING;
+}
+
+static void deleted(struct sim *s, unsigned n)
+{
+    const struct sim_step *st = current_step(s, n);
+    enum dsm_refusal why = dsm_delete_complete(&s->nodes[n]);
+    if (why != DSM_REFUSE_NONE)
+        sim_fail(s, "node %u: delete of region %u refused (%d)", n, st->region, why);
+    s->deleted[st->region] = 1;
+    next_step(s, n);
 }
 
 static void idle_step(struct sim *s, unsigned n)
@@ -174,6 +185,13 @@ static void idle_step(struct sim *s, unsigned n)
             dsm_region_free(r);
         }
         break;
+    case SIM_DELETE:
+        dsm_delete(node, s->rids[st->region]);
+        if (node->ask_reply) /* at the home: done at once */
+            deleted(s, n);
+        else
+            s->phase[n] = SIM_DELETING;
+        return;
     }
     next_step(s, n);
 }
@@ -205,11 +223,26 @@ static void node_step(struct sim *s, unsigned n)
             dsm_end_write(node, r);
         } else
             dsm_end_read(node, r);
+        r->map_cnt = 0;
         next_step(s, n);
+        return;
+    case SIM_DELETING:
+        deleted(s, n);
         return;
     case SIM_DONE:
         sim_fail(s, "node %u stepped after its script", n);
     }
+}
+
+/* No node but n has a step left on region k (rgn_delete's rule: every
+ * other rank's last use of the region came before the delete). */
+static int others_done_with(const struct sim *s, unsigned n, unsigned k)
+{
+    for (unsigned m = 0; m < s->nnodes; m++)
+        for (unsigned i = s->pc[m]; m != n && i < s->script_len[m]; i++)
+            if (s->script[m][i].region == k)
+                return 0;
+    return 1;
 }
 
 static int node_enabled(const struct sim *s, unsigned n)
@@ -217,10 +250,12 @@ static int node_enabled(const struct sim *s, unsigned n)
     const struct dsm_region *r;
     switch (s->phase[n]) {
     case SIM_IDLE:
+        return current_step(s, n)->op != SIM_DELETE || others_done_with(s, n, current_step(s, n)->region);
     case SIM_IN_OP:
         return 1;
     case SIM_MAPPING:
-        return s->nodes[n].map_reply != 0;
+    case SIM_DELETING:
+        return s->nodes[n].ask_reply != 0;
     case SIM_PENDING:
         r = dsm_lookup(&s->nodes[n], s->rids[current_step(s, n)->region]);
         return !r->waiting;
@@ -311,6 +346,12 @@ void sim_check_quiescent(struct sim *s)
         sim_fail(s, "quiescent check with %u messages in flight", s->nflight);
     for (unsigned k = 0; k < s->nregions; k++) {
         unsigned h = k % s->nnodes;
+        if (s->deleted[k]) {
+            for (unsigned n = 0; n < s->nnodes; n++)
+                if (sim_region(s, n, k))
+                    sim_fail(s, "quiescent: deleted region %u is still in node %u's table", k, n);
+            continue;
+        }
         const struct dsm_region *home = sim_region(s, h, k);
         if (home->queue_head || home->waiting || home->read_cnt || home->cont != DSM_CONT_NONE)
             sim_fail(s, "quiescent: region %u's home has a blocked request or an action in progress", k);
@@ -389,13 +430,13 @@ uint64_t sim_hash(const struct sim *s)
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
         const struct dsm_node *nd = &s->nodes[n];
-        if (nd->map_rid != DSM_NO_RID) /* a map in progress; its leftovers mean nothing after */
-            h = mix(mix(h, (uint64_t)(nd->map_reply + 1) | nd->map_rid << 2), nd->map_version);
+        if (nd->ask_rid != DSM_NO_RID) /* a map or delete in progress; its leftovers mean nothing after */
+            h = mix(mix(h, (uint64_t)(nd->ask_reply + 1) | nd->ask_rid << 2), nd->map_version);
         for (unsigned k = 0; k < s->nregions; k++)
             h = mix(h, hash_region(dsm_lookup(&s->nodes[n], s->rids[k])));
     }
     for (unsigned k = 0; k < s->nregions; k++)
-        h = mix(h, s->committed[k]);
+        h = mix(h, s->committed[k] << 1 | (uint64_t)s->deleted[k]);
     /* in flight: a multiset (any order), or per-channel sequences (FIFO) */
     uint64_t fh[SIM_MAX_FLIGHT];
     for (unsigned i = 0; i < s->nflight; i++) {

@@ -18,14 +18,17 @@
 #define SIM_MAX_OPS 8
 #define SIM_DATA 8 /* every simulated region holds one uint64_t */
 
-enum sim_op { SIM_READ, SIM_WRITE, SIM_FLUSH, SIM_EVICT };
+/* A delete must be the last step on its region anywhere: it waits until
+ * no other node has a step left on the region (rgn_delete's rule: no other
+ * rank uses the region any more, D10). */
+enum sim_op { SIM_READ, SIM_WRITE, SIM_FLUSH, SIM_EVICT, SIM_DELETE };
 
 struct sim_step {
     enum sim_op op;
     unsigned region;
 };
 
-enum sim_phase { SIM_IDLE, SIM_MAPPING, SIM_PENDING, SIM_RETRY, SIM_IN_OP, SIM_DONE };
+enum sim_phase { SIM_IDLE, SIM_MAPPING, SIM_PENDING, SIM_RETRY, SIM_IN_OP, SIM_DELETING, SIM_DONE };
 
 struct sim_flight {
     struct dsm_msg m;
@@ -38,6 +41,7 @@ struct sim {
     struct dsm_node nodes[SIM_MAX_NODES];
     dsm_rid_t rids[SIM_MAX_REGIONS];
     uint64_t committed[SIM_MAX_REGIONS]; /* value of the last completed write */
+    int deleted[SIM_MAX_REGIONS];        /* its rgn_delete has returned */
     struct sim_flight flight[SIM_MAX_FLIGHT];
     unsigned nflight;
     uint64_t serial;
@@ -65,7 +69,8 @@ int sim_all_done(const struct sim *s);
 
 /* Invariants: single writer, readers see the last write (checked when an
  * operation starts), and at quiescence: directory = valid copies, no
- * blocked request, no pending invalidation, data consistent. */
+ * blocked request, no pending invalidation, data consistent; a deleted
+ * region is in no node's table. */
 void sim_check_step(struct sim *s);
 void sim_check_quiescent(struct sim *s);
 /* A hash of everything that determines the future (for pruning). */

@@ -7,6 +7,7 @@
 #include "shoal/crl.h"
 #include "../common/check.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,143 @@ static void stress(void)
           all_writes);
 }
 
+/* ---- deletion (docs/CRL.md D10) ---- */
+
+/* Who deletes the region of cycle c homed at `home`: the home on even
+ * rounds of the ranks, its neighbour on odd ones. */
+static unsigned deleter_of(unsigned c, unsigned home)
+{
+    return (c / np) % 2 ? (home + 1) % np : home;
+}
+
+/* One cycle: every rank writes its slot of a fresh region (which must be
+ * zero: no data of a deleted region shows through), all read all slots
+ * exactly; then, as the apps end, every rank unmaps while the deleter
+ * deletes (after a barrier: no operation is left), except one rank that
+ * keeps its mapping across the delete and only unmaps it afterwards. */
+static rid_t delete_cycle(unsigned c, unsigned size)
+{
+    unsigned home = c % np, deleter = deleter_of(c, home);
+    int keeper = np > 1 && me == (deleter + 1) % np;
+    rid_t rid = create_at(home, size);
+    uint64_t *p = rgn_map(rid);
+    rgn_start_write(p);
+    CHECK(p[me] == 0, "cycle %u: a fresh region holds %llu", c, (unsigned long long)p[me]);
+    p[me] = (uint64_t)c << 16 | me;
+    rgn_end_write(p);
+    rgn_barrier();
+    rgn_start_read(p);
+    for (unsigned r = 0; r < np; r++)
+        CHECK(p[r] == ((uint64_t)c << 16 | r), "cycle %u: slot %u holds %llx", c, r, (unsigned long long)p[r]);
+    rgn_end_read(p);
+    rgn_barrier(); /* no operation on the region is left */
+    if (!keeper)
+        rgn_unmap(p);
+    if (me == deleter)
+        rgn_delete(rid);
+    rgn_barrier();
+    if (keeper) {
+        CHECK(rgn_rid(p) == rid && rgn_size(p) == size, "cycle %u: a mapping kept across the delete changed", c);
+        rgn_unmap(p);
+    }
+    return rid;
+}
+
+/* Create, write everywhere, read everywhere, delete; rids never repeat. */
+static void delete_cycles(void)
+{
+    enum { CYCLES = 64 };
+    rid_t rids[CYCLES];
+    for (unsigned c = 0; c < CYCLES; c++) {
+        rids[c] = delete_cycle(c, np * 8);
+        for (unsigned d = 0; d < c; d++)
+            CHECK(rids[d] != rids[c], "cycle %u reuses cycle %u's rid", c, d);
+    }
+    rgn_barrier();
+}
+
+/* Regions whose copies sit in the unmapped region caches in every state
+ * (modified, shared, invalid, evicted) are deleted, half of them by their
+ * home and half by another rank; the survivors keep their values, new
+ * regions start zeroed. */
+static void delete_cached(void)
+{
+    enum { REGIONS = 48, WORDS = 4 };
+    rid_t rids[REGIONS];
+    for (unsigned k = 0; k < REGIONS; k++)
+        rids[k] = create_at(k, WORDS * 8);
+    for (unsigned k = 0; k < REGIONS; k++) {
+        uint64_t *p = rgn_map(rids[k]);
+        if (me == (k + 1) % np) /* a modified copy, or the home's own write */
+            write_word(p, 100 + k);
+        rgn_unmap(p);
+    }
+    rgn_barrier();
+    for (unsigned k = 0; k < REGIONS; k++)
+        if ((me + k) % 3 != 0) { /* shared copies here, the writer's downgraded or invalidated */
+            uint64_t *p = rgn_map(rids[k]);
+            CHECK(read_word(p) == 100 + k, "region %u holds %llu", k, (unsigned long long)read_word(p));
+            if (k % 4 == 1)
+                rgn_flush(p);
+            rgn_unmap(p);
+        }
+    rgn_barrier();
+    for (unsigned k = 0; k < REGIONS; k += 2) /* even ones go, odd ones stay */
+        if (me == (k % 4 ? k % np : (k + 1) % np))
+            rgn_delete(rids[k]);
+    rgn_barrier();
+    for (unsigned k = 1; k < REGIONS; k += 2) {
+        uint64_t *p = rgn_map(rids[k]);
+        CHECK(read_word(p) == 100 + k, "surviving region %u holds %llu", k, (unsigned long long)read_word(p));
+        rgn_unmap(p);
+    }
+    rid_t fresh = create_at(0, WORDS * 8);
+    for (unsigned k = 0; k < REGIONS; k++)
+        CHECK(fresh != rids[k], "a new region has deleted region %u's rid", k);
+    uint64_t *p = rgn_map(fresh);
+    rgn_start_read(p);
+    for (unsigned i = 0; i < WORDS; i++)
+        CHECK(p[i] == 0, "new region: word %u holds %llu", i, (unsigned long long)p[i]);
+    rgn_end_read(p);
+    rgn_unmap(p);
+    rgn_barrier();
+}
+
+/* Bytes malloc has handed out and not had back (0 from allocators that
+ * do not keep glibc's books, such as the sanitizers'). */
+static size_t heap_in_use(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    return mallinfo2().uordblks;
+#else
+    return 0;
+#endif
+}
+
+/* Thousands of cycles of 1 KB regions: the heap does not grow.  Without
+ * deletion every home would keep its regions (about 3 MB over the job)
+ * and every rank a full cache of copies (1024 entries, over 1 MB). */
+static void delete_memory(void)
+{
+    enum { WARMUP = 100, CYCLES = 3000, SIZE = 1024, SLACK = 256 * 1024 };
+    size_t base = 0;
+    for (unsigned c = 0; c < WARMUP + CYCLES; c++) {
+        if (c == WARMUP) {
+            rgn_barrier();
+            base = heap_in_use();
+        }
+        delete_cycle(c, SIZE);
+    }
+    rgn_barrier();
+    size_t now = heap_in_use();
+    if (base == 0)
+        printf("rank %u: the allocator reports no heap use: memory check skipped\n", me);
+    else
+        CHECK(now < base + SLACK, "rank %u: the heap grew by %zu bytes over %u create/delete cycles", me,
+              now - base, (unsigned)CYCLES);
+    rgn_barrier();
+}
+
 /* ---- home_busy: a home that only hits its own region still serves the
  * others' requests (every 64th start polls) ---- */
 static void home_busy(void)
@@ -496,6 +634,83 @@ static void misuse_delete_bad_rid(void)
     rgn_delete(((rid_t)me << 32) | 999u);
 }
 
+/* Rank 0 creates a region and every rank learns its rid. */
+static rid_t misuse_region(void)
+{
+    return create_at(0, 8);
+}
+
+static void misuse_map_after_delete(void)
+{
+    rid_t rid = misuse_region();
+    if (me == 0)
+        rgn_delete(rid);
+    rgn_barrier();
+    if (me == np - 1)
+        rgn_map(rid);
+    rgn_barrier();
+}
+
+static void misuse_delete_twice(void)
+{
+    rid_t rid = misuse_region();
+    if (me == np - 1) {
+        rgn_delete(rid);
+        rgn_delete(rid);
+    }
+    rgn_barrier();
+}
+
+static void misuse_delete_mapped(void)
+{
+    rid_t rid = misuse_region();
+    if (me == 0) {
+        rgn_map(rid);
+        rgn_delete(rid);
+    }
+    rgn_barrier();
+}
+
+/* Rank 1 is reading the region when rank 0 deletes it: rank 1 aborts when
+ * the MsgDelete arrives (in the barrier). */
+static void misuse_delete_in_operation(void)
+{
+    rid_t rid = misuse_region();
+    if (me == 1)
+        rgn_start_read(rgn_map(rid));
+    rgn_barrier();
+    if (me == 0)
+        rgn_delete(rid);
+    rgn_barrier();
+}
+
+/* Rank 1 deletes while the home is reading the region. */
+static void misuse_delete_in_use(void)
+{
+    rid_t rid = misuse_region();
+    if (me == 0)
+        rgn_start_read(rgn_map(rid));
+    rgn_barrier();
+    if (me == 1)
+        rgn_delete(rid);
+    rgn_barrier();
+}
+
+/* Rank 1 keeps its mapping across rank 0's delete (allowed), then starts
+ * an operation on it (not). */
+static void misuse_use_after_delete(void)
+{
+    rid_t rid = misuse_region();
+    uint64_t *p = me == 1 ? rgn_map(rid) : NULL;
+    rgn_barrier();
+    if (me == 0)
+        rgn_delete(rid);
+    rgn_barrier();
+    if (me == 1)
+        rgn_start_read(p);
+    rgn_barrier();
+}
+
 static void misuse_bcast_size(void)
 {
     uint64_t buf[2] = {0};
@@ -532,6 +747,9 @@ int main(int argc, char **argv)
         {"litmus_sb", litmus_sb},
         {"litmus_iriw", litmus_iriw},
         {"stress", stress},
+        {"delete_cycles", delete_cycles},
+        {"delete_cached", delete_cached},
+        {"delete_memory", delete_memory},
         {"stats", stats_sequence},
         {"home_busy", home_busy},
         {"poll_only", poll_only},
@@ -542,6 +760,12 @@ int main(int argc, char **argv)
         {"misuse_stray_pointer", misuse_stray_pointer},
         {"misuse_delete_bad_rid", misuse_delete_bad_rid},
         {"misuse_bcast_size", misuse_bcast_size},
+        {"misuse_map_after_delete", misuse_map_after_delete},
+        {"misuse_delete_twice", misuse_delete_twice},
+        {"misuse_delete_mapped", misuse_delete_mapped},
+        {"misuse_delete_in_operation", misuse_delete_in_operation},
+        {"misuse_delete_in_use", misuse_delete_in_use},
+        {"misuse_use_after_delete", misuse_use_after_delete},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {

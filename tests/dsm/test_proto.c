@@ -6,6 +6,9 @@
  *                small scripts (states pruned by hash), checking single
  *                writer, readers see the last write, no lost invalidation,
  *                no deadlock
+ *   delete       rgn_delete (D10): copies freed everywhere, late messages
+ *                dropped, refusals and misuse, sequence numbers not reused
+ *   explore_delete_*  the exploration with a delete as the last use
  *   random       random schedules of longer scripts on 4 nodes
  * Usage: test_proto <test> */
 #include "sim.h"
@@ -363,8 +366,8 @@ static const char *act_name(const struct sim *s, unsigned act, char *buf, size_t
 {
     if (act >= SIM_ACT_NODE) {
         unsigned n = act - SIM_ACT_NODE;
-        static const char *ph[] = {"start", "map done", "grant seen", "retry", "end", "done"};
-        static const char *op[] = {"read", "write", "flush", "evict"};
+        static const char *ph[] = {"start", "map done", "grant seen", "retry", "end", "answered", "done"};
+        static const char *op[] = {"read", "write", "flush", "evict", "delete"};
         const struct sim_step *st = &s->script[n][s->pc[n]];
         snprintf(buf, cap, "node %u: %s %s of region %u", n, ph[s->phase[n]], op[st->op], st->region);
     } else {
@@ -448,6 +451,7 @@ static void run_explorer(const char *name, const struct config *c)
 #define W(k) {SIM_WRITE, k}
 #define F(k) {SIM_FLUSH, k}
 #define E(k) {SIM_EVICT, k}
+#define D(k) {SIM_DELETE, k}
 
 /* 3 nodes, one region at node 0, in-order channels (shm), with an
  * eviction and a flush. */
@@ -476,6 +480,36 @@ static void explore_two_regions(void)
                        .script = {{W(1), R(0), R(1)}, {R(0), W(0), W(1)}, {W(0), R(1), E(0)}},
                        .len = {3, 3, 3}};
     run_explorer("explore_two_regions", &c);
+}
+
+/* Deletion at the home while copies in every state (and their flushes,
+ * acks and late releases) are about. */
+static void explore_delete_home(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0,
+                       .script = {{R(0), W(0), D(0)}, {W(0), R(0), E(0)}, {R(0), W(0), F(0)}},
+                       .len = {3, 3, 3}};
+    run_explorer("explore_delete_home", &c);
+}
+
+/* Deletion by a rank that holds a modified copy, in order and in any order. */
+static void explore_delete_remote(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 1, .fifo = 0,
+                       .script = {{R(0), W(0)}, {W(0), R(0), D(0)}, {R(0), E(0), W(0)}},
+                       .len = {2, 3, 3}};
+    run_explorer("explore_delete_remote", &c);
+    c.fifo = 1;
+    run_explorer("explore_delete_remote_fifo", &c);
+}
+
+/* One region deleted while the other stays in use. */
+static void explore_delete_two_regions(void)
+{
+    struct config c = {.nnodes = 3, .nregions = 2, .fifo = 0,
+                       .script = {{W(1), R(0), R(1)}, {R(0), W(1), D(0)}, {W(0), R(1), W(1)}},
+                       .len = {3, 3, 3}};
+    run_explorer("explore_delete_two_regions", &c);
 }
 
 /* ---- the reorderings of §A.11 and the crossing of §A.8, forced --------- */
@@ -653,6 +687,197 @@ static void crossing_eviction(void)
     finish(&s);
 }
 
+/* ---- deletion (D10), forced -------------------------------------------------- */
+
+/* Node n reads region 0 from a fresh map: map, request, grant, end. */
+static void read_copy(struct sim *s, unsigned n)
+{
+    map_and_request(s, n, DSM_MSG_SHARED_REQ);
+    arrive(s, DSM_MSG_SHARED_REQ, n, 0);
+    arrive(s, DSM_MSG_SHARED_ACK_DATA, 0, n);
+    step(s, n);
+    step(s, n);
+}
+
+/* The home deletes while one copy is cached and another was evicted, its
+ * flush still on the way: MsgDelete to both, the second and the flush are
+ * dropped and counted. */
+static void delete_at_home(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{D(0)}, {R(0)}, {R(0), E(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 1, 2});
+    read_copy(&s, 1);
+    read_copy(&s, 2);
+    step(&s, 2); /* evicted: MsgFlush in flight */
+    step(&s, 0);
+    CHECK(!sim_region(&s, 0, 0) && s.deleted[0], "the home still has the region");
+    CHECK(sim_find_flight(&s, DSM_MSG_DELETE, 0, 1) >= 0 && sim_find_flight(&s, DSM_MSG_DELETE, 0, 2) >= 0 &&
+              s.nflight == 3,
+          "MsgDelete not sent to both ranks that mapped the region");
+    arrive(&s, DSM_MSG_DELETE, 0, 1);
+    CHECK(!sim_region(&s, 1, 0), "node 1's cached copy survived MsgDelete");
+    arrive(&s, DSM_MSG_DELETE, 0, 2);
+    CHECK(s.nodes[2].stats.deleted_dropped == 1, "MsgDelete for an evicted copy not counted");
+    arrive(&s, DSM_MSG_FLUSH, 2, 0);
+    CHECK(s.nodes[0].stats.deleted_dropped == 1, "a late flush for a deleted region not counted");
+    finish(&s);
+}
+
+/* A rank with the modified copy deletes: its copy goes without a flush, the
+ * home frees the region, tells the other holder and answers the deleter. */
+static void delete_from_remote(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {W(0), D(0)}, {R(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 2, 1});
+    read_copy(&s, 2);
+    map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
+    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    arrive(&s, DSM_MSG_WINVALIDATE, 0, 2);
+    arrive(&s, DSM_MSG_INVALIDATE_ACK, 2, 0);
+    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    step(&s, 1);
+    step(&s, 1); /* wrote: RemoteModified */
+    step(&s, 1); /* delete */
+    CHECK(!sim_region(&s, 1, 0) && s.phase[1] == SIM_DELETING && s.nflight == 1 &&
+              sim_find_flight(&s, DSM_MSG_DELETE_REQ, 1, 0) >= 0,
+          "the deleter kept its copy or sent more than MsgDeleteReq");
+    arrive(&s, DSM_MSG_DELETE_REQ, 1, 0);
+    CHECK(!sim_region(&s, 0, 0) && sim_find_flight(&s, DSM_MSG_DELETE_ACK, 0, 1) >= 0 &&
+              sim_find_flight(&s, DSM_MSG_DELETE, 0, 2) >= 0 && sim_find_flight(&s, DSM_MSG_DELETE, 0, 1) < 0,
+          "the home did not delete, answer node 1 and tell node 2 (only)");
+    finish(&s);
+}
+
+/* Runs one engine call that must fail with a message containing `want`. */
+#define EXPECT_FAIL(s, call, want)                                                                          \
+    do {                                                                                                    \
+        jmp_buf jb_;                                                                                        \
+        (s)->on_fail = &jb_;                                                                                \
+        if (!setjmp(jb_)) {                                                                                 \
+            call;                                                                                           \
+            CHECK(0, "%s did not fail", #call);                                                             \
+        }                                                                                                   \
+        (s)->on_fail = NULL;                                                                                \
+        CHECK(strstr((s)->why, want), "%s failed with \"%s\", not \"%s\"", #call, (s)->why, want);         \
+    } while (0)
+
+/* Delivers the single message in flight. */
+static void deliver_only(struct sim *s)
+{
+    CHECK(s->nflight == 1, "%u messages in flight, expected 1", s->nflight);
+    sim_deliver_index(s, 0);
+}
+
+static enum dsm_refusal delete_answer(struct sim *s, unsigned n, dsm_rid_t rid)
+{
+    dsm_delete(&s->nodes[n], rid);
+    if (!s->nodes[n].ask_reply) { /* the request, then the answer (MsgDeletes may go out too) */
+        deliver_only(s);
+        int i = sim_find_flight(s, DSM_MSG_DELETE_ACK, DSM_RID_HOME(rid), n);
+        if (i < 0)
+            i = sim_find_flight(s, DSM_MSG_DELETE_NACK, DSM_RID_HOME(rid), n);
+        CHECK(i >= 0, "no answer to node %u's MsgDeleteReq in flight", n);
+        sim_deliver_index(s, (unsigned)i);
+    }
+    CHECK(s->nodes[n].ask_reply, "no answer to node %u's delete", n);
+    return dsm_delete_complete(&s->nodes[n]);
+}
+
+/* What the home refuses, and what counts as misuse. */
+static void delete_refusals(void)
+{
+    struct sim s;
+    const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {R(0)}};
+    scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 1});
+    dsm_rid_t rid = s.rids[0], never = DSM_RID(0, 99);
+    struct dsm_region *home = sim_region(&s, 0, 0);
+    home->map_cnt = 1;
+    EXPECT_FAIL(&s, dsm_delete(&s.nodes[0], rid),
+                "region 0:0 (HomeExclusive; calls on it, oldest first: -, -, -, rgn_delete): rgn_delete of a region "
+                "mapped on this rank");
+    home->map_cnt = 0;
+    CHECK(delete_answer(&s, 1, never) == DSM_REFUSE_NEVER_CREATED, "delete of a rid never created, from elsewhere");
+    CHECK(delete_answer(&s, 0, never) == DSM_REFUSE_NEVER_CREATED, "delete of a rid never created, at home");
+    /* node 1 is reading when the home deletes: it fails on MsgDelete */
+    step(&s, 1);
+    arrive(&s, DSM_MSG_RGN_INFO_REQ, 1, 0);
+    arrive(&s, DSM_MSG_RGN_INFO_ACK, 0, 1);
+    step(&s, 1); /* MsgSharedReq */
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    step(&s, 1); /* reading */
+    CHECK(delete_answer(&s, 0, rid) == DSM_REFUSE_NONE && s.nflight == 1, "delete at home");
+    EXPECT_FAIL(&s, deliver_only(&s),
+                "region 0:0 (RemoteSharedRip; calls on it, oldest first: -, -, -, rgn_start_read): rank 0 deleted "
+                "this region while an operation on it is in progress here");
+    /* the copy is still there (the job would have ended): its end and a
+     * new start send a request, which the home answers with MsgDelete */
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    dsm_end_read(&s.nodes[1], r);
+    dsm_flush(&s.nodes[1], r); /* MsgFlush: dropped at the home */
+    deliver_only(&s);
+    CHECK(s.nodes[0].stats.deleted_dropped == 1, "late flush not dropped");
+    CHECK(dsm_start_write(&s.nodes[1], r) == DSM_PENDING, "start write");
+    deliver_only(&s); /* MsgExclusiveReq for a deleted region */
+    CHECK(s.nodes[0].stats.deleted_dropped == 2 && sim_find_flight(&s, DSM_MSG_DELETE, 0, 1) == 0,
+          "a request for a deleted region not answered with MsgDelete");
+    EXPECT_FAIL(&s, deliver_only(&s), "rank 0 deleted this region while an operation on it is in progress here");
+    r->map_cnt = 0;
+    dsm_table_remove(&s.nodes[1], r);
+    dsm_region_free(r);
+    /* twice, and a map of the deleted rid, from either side */
+    CHECK(delete_answer(&s, 0, rid) == DSM_REFUSE_DELETED, "second delete at home");
+    CHECK(delete_answer(&s, 1, rid) == DSM_REFUSE_DELETED, "second delete from elsewhere");
+    dsm_map_request(&s.nodes[1], rid);
+    deliver_only(&s);
+    deliver_only(&s);
+    CHECK(!dsm_map_complete(&s.nodes[1]) && s.nodes[1].ask_refusal == DSM_REFUSE_DELETED, "map of a deleted rid");
+    CHECK(dsm_absence(&s.nodes[0], rid) == DSM_REFUSE_DELETED &&
+              dsm_absence(&s.nodes[0], never) == DSM_REFUSE_NEVER_CREATED &&
+              dsm_absence(&s.nodes[1], rid) == DSM_REFUSE_NEVER_CREATED,
+          "dsm_absence");
+
+    /* a second region: a read in progress at its home refuses a delete */
+    home = dsm_create(&s.nodes[0], 8);
+    dsm_rid_t rid2 = home->rid;
+    CHECK(dsm_start_read(&s.nodes[0], home) == DSM_STARTED, "home read");
+    CHECK(delete_answer(&s, 1, rid2) == DSM_REFUSE_IN_USE && dsm_lookup(&s.nodes[0], rid2),
+          "delete during a home read");
+    dsm_end_read(&s.nodes[0], home);
+    /* mapped, idle, at the home and at node 1 when node 2 deletes it: both
+     * mappings leave the table in state Deleted, for their unmap to free */
+    dsm_map_request(&s.nodes[1], rid2);
+    deliver_only(&s);
+    deliver_only(&s);
+    r = dsm_map_complete(&s.nodes[1]);
+    home->map_cnt = r->map_cnt = 1;
+    CHECK(delete_answer(&s, 2, rid2) == DSM_REFUSE_NONE && !dsm_lookup(&s.nodes[0], rid2) &&
+              home->state == DSM_DELETED,
+          "the home's mapping was not set aside");
+    deliver_only(&s); /* MsgDelete to node 1 */
+    CHECK(!dsm_lookup(&s.nodes[1], rid2) && r->state == DSM_DELETED, "node 1's mapping was not set aside");
+    EXPECT_FAIL(&s, dsm_start_read(&s.nodes[1], r),
+                "rgn_start_read on a region deleted since it was mapped (only rgn_unmap, rgn_rid and rgn_size remain)");
+    dsm_deleted_mapping_free(&s.nodes[0], home); /* node 1's goes with sim_fini */
+
+    /* sequence numbers are never reused: the last one refuses */
+    s.nodes[0].next_seq = UINT32_MAX - 1;
+    CHECK(DSM_RID_SEQ(dsm_create(&s.nodes[0], 8)->rid) == UINT32_MAX - 1, "the last sequence number");
+    EXPECT_FAIL(&s, dsm_create(&s.nodes[0], 8), "rank 0: rgn_create: out of region sequence numbers");
+    sim_fini(&s);
+}
+
+static void deletion(void)
+{
+    delete_at_home();
+    delete_from_remote();
+    delete_refusals();
+    printf("delete: at the home with a cached and an evicted copy, from a remote modified copy, refusals, misuse, "
+           "mappings set aside, sequence numbers\n");
+}
+
 static void reorder(void)
 {
     late_invalidation();
@@ -704,6 +929,10 @@ static void random_script(struct random_run *rr, uint64_t seed)
             c->script[n][i] = (struct sim_step){op, (unsigned)(rng_next(&rr->rng) % c->nregions)};
         }
     }
+    if (seed % 3 == 0) { /* one node's last step deletes a region */
+        unsigned n = (unsigned)(rng_next(&rr->rng) % c->nnodes);
+        c->script[n][SIM_MAX_OPS - 1] = (struct sim_step){SIM_DELETE, (unsigned)(rng_next(&rr->rng) % c->nregions)};
+    }
 }
 
 static void random_one(struct random_run *rr, uint64_t seed)
@@ -742,8 +971,8 @@ static void random_schedules(void)
     static struct random_run rr;
     for (uint64_t seed = 1; seed <= seeds; seed++)
         random_one(&rr, seed);
-    printf("random: %llu schedules of 4 nodes x %d operations on 2 regions passed\n", (unsigned long long)seeds,
-           SIM_MAX_OPS);
+    printf("random: %llu schedules of 4 nodes x %d operations on 2 regions (every third ending in a delete) passed\n",
+           (unsigned long long)seeds, SIM_MAX_OPS);
 }
 
 int main(int argc, char **argv)
@@ -759,6 +988,10 @@ int main(int argc, char **argv)
         {"explore_reorder", explore_reorder},
         {"explore_two_regions", explore_two_regions},
         {"explore_big", explore_big},
+        {"delete", deletion},
+        {"explore_delete_home", explore_delete_home},
+        {"explore_delete_remote", explore_delete_remote},
+        {"explore_delete_two_regions", explore_delete_two_regions},
         {"random", random_schedules},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
