@@ -96,7 +96,7 @@ struct bh {
     size_t table_size, table_count;
     int step;              /* counts force computations */
     double kinetic, potential; /* my part of this step's energy */
-    unsigned poll_ticks;
+    struct app_poll poll;
 };
 
 /* A visit is ~40 ns (a leaf's attractions included), so a poll every ~2.5
@@ -409,7 +409,7 @@ static void gravity(struct bh *bh, struct body *b, rid_t self)
     double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
     stack[top++] = bh->root;
     while (top) {
-        app_poll_every(&bh->poll_ticks, POLL_EVERY_VISITS);
+        app_poll(&bh->poll);
         const union node *n = node_copy(bh, stack[--top]);
         if (n->h.kind == LEAF) {
             for (int i = 0; i < n->leaf.count; i++)
@@ -673,7 +673,7 @@ static void release(struct bh *bh)
 
 void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_result *result)
 {
-    struct bh bh = {.p = params, .me = crl_self_addr()};
+    struct bh bh = {.p = params, .me = crl_self_addr(), .poll = app_poll_init(POLL_EVERY_VISITS)};
     app_partition((size_t)params->bodies, bh.me, crl_num_nodes(), &bh.first, &bh.count);
     create_bodies(&bh, params->bodies);
     create_root(&bh);
