@@ -278,6 +278,23 @@ static int place(struct bh *bh, struct cell *c, int o, const struct member *m, c
     return 0;
 }
 
+/* Adds m to the leaf `rid` under a write on the leaf alone, when the leaf
+ * still hangs in the tree (a split leaf is left empty) and has room;
+ * returns whether it did.  Most insertions end here, so the cells above,
+ * read by every rank's insertions, are written only when the tree's shape
+ * changes: a write on the parent for every insertion made the cells near
+ * the top ping-pong between the ranks (a miss and an invalidation each). */
+static int add_to_leaf(struct bh *bh, rid_t rid, const struct member *m)
+{
+    struct leaf *l = &node(bh, rid)->leaf;
+    rgn_start_write(l);
+    int added = l->count > 0 && l->count < LEAF_MAX;
+    if (added)
+        l->member[l->count++] = *m;
+    rgn_end_write(l);
+    return added;
+}
+
 static void insert(struct bh *bh, const struct member *m)
 {
     rid_t rid = bh->root;
@@ -289,6 +306,8 @@ static void insert(struct bh *bh, const struct member *m)
         int kind = c->child_kind[o];
         rid_t child = c->child[o];
         rgn_end_read(c);
+        if (kind == LEAF && add_to_leaf(bh, child, m))
+            return;
         if (kind != CELL) {
             rgn_start_write(c); /* the octant may have changed since the read */
             int placed = place(bh, c, o, m, center, half);
