@@ -506,9 +506,10 @@ static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
     rid_t stack[8 * MAX_DEPTH];
     int top = 0;
     double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
+    struct app_poll poll = bh->poll; /* a local copy stays in registers */
     stack[top++] = bh->root;
     while (top) {
-        app_poll(&bh->poll);
+        app_poll(&poll);
         const union node *n = node_copy(bh, stack[--top]);
         if (n->h.kind == LEAF) {
             for (int i = 0; i < n->leaf.count; i++)
@@ -529,6 +530,7 @@ static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
             if (n->cell.child_kind[o] != EMPTY)
                 stack[top++] = n->cell.child[o];
     }
+    bh->poll = poll;
     memcpy(b->acc, acc, sizeof acc);
     b->phi = phi;
     return interactions;

@@ -47,10 +47,10 @@ static inline struct app_poll app_poll_init(unsigned every)
 
 #ifndef SHOAL_CRL_NULL
 /* Out of line and cold, so that the loops calling app_poll compile as they
- * would without it. */
-__attribute__((noinline, cold)) static void app_poll_now(struct app_poll *p)
+ * would without it; it does not see the counter, so a caller's local copy
+ * of its struct app_poll can live in registers. */
+__attribute__((noinline, cold)) static void app_poll_now(void)
 {
-    p->ticks = 0;
     shoal_poll();
 }
 #endif
@@ -58,8 +58,10 @@ __attribute__((noinline, cold)) static void app_poll_now(struct app_poll *p)
 static inline void app_poll(struct app_poll *p)
 {
 #ifndef SHOAL_CRL_NULL
-    if (++p->ticks >= p->every)
-        app_poll_now(p);
+    if (__builtin_expect(++p->ticks >= p->every, 0)) {
+        p->ticks = 0;
+        app_poll_now();
+    }
 #else
     (void)p;
 #endif
