@@ -83,20 +83,33 @@ struct pool {
     size_t created, used, capacity;
 };
 
+/* A cell on the path of the last insertion, and the octant taken from it. */
+struct path_step {
+    rid_t cell;
+    double center[3], half;
+    int octant;
+};
+
 struct bh {
     const struct barnes_params *p;
-    unsigned me;
-    size_t first, count;   /* my bodies */
-    struct body **body;    /* my bodies, mapped */
+    unsigned me, nranks;
+    size_t n;              /* bodies */
+    size_t first, count;   /* my zone: the bodies whose forces I compute */
+    size_t home_first, home_count; /* the bodies I created (am home to) */
+    size_t *zone;          /* [nranks + 1]: every rank's zone starts at zone[rank] */
+    uint32_t *cost;        /* [n]: interactions in each body's last force walk */
+    struct body **body;    /* [n]: every body I have used, mapped (NULL: not yet) */
     rid_t *body_rid;       /* every body's */
     rid_t root;
     double center[3], half; /* the root cube */
+    struct path_step path[MAX_DEPTH + 2]; /* path[0..path_len): root, cells linked by CELL children */
+    int path_len;
     struct pool cells, leaves;
     struct node_entry *table; /* open addressing on rid */
     size_t table_size, table_count;
     int step;              /* counts force computations */
     double kinetic, potential; /* my part of this step's energy */
-    unsigned poll_ticks;
+    struct app_poll poll;
 };
 
 /* A visit is ~40 ns (a leaf's attractions included), so a poll every ~2.5
@@ -274,28 +287,65 @@ static int place(struct bh *bh, struct cell *c, int o, const struct member *m, c
     return 0;
 }
 
+/* Adds m to the leaf `rid` under a write on the leaf alone, when the leaf
+ * still hangs in the tree (a split leaf is left empty) and has room;
+ * returns whether it did.  Most insertions end here, so the cells above,
+ * read by every rank's insertions, are written only when the tree's shape
+ * changes: a write on the parent for every insertion made the cells near
+ * the top ping-pong between the ranks (a miss and an invalidation each). */
+static int add_to_leaf(struct bh *bh, rid_t rid, const struct member *m)
+{
+    struct leaf *l = &node(bh, rid)->leaf;
+    rgn_start_write(l);
+    int added = l->count > 0 && l->count < LEAF_MAX;
+    if (added)
+        l->member[l->count++] = *m;
+    rgn_end_write(l);
+    return added;
+}
+
+/* Descends from the root to m's place.  Within a tree build a cell's
+ * CELL child never changes (cells are only added below it), so the path of
+ * the previous insertion, as far as m takes the same octants, needs no
+ * read operation: a rank inserts its bodies in Morton order, and
+ * consecutive bodies share most of their path (at 2 processes this removes
+ * ~60 % of the tree build's operations, and the misses on cells the other
+ * rank's insertions changed). */
 static void insert(struct bh *bh, const struct member *m)
 {
-    rid_t rid = bh->root;
-    double center[3] = {bh->center[0], bh->center[1], bh->center[2]}, half = bh->half;
+    struct path_step *path = bh->path;
+    int i = 0;
+    if (bh->path_len == 0) {
+        path[0] = (struct path_step){.cell = bh->root, .half = bh->half};
+        memcpy(path[0].center, bh->center, sizeof bh->center);
+        bh->path_len = 1;
+    }
+    while (i + 1 < bh->path_len && octant(path[i].center, m->pos) == path[i].octant)
+        i++;
     for (;;) {
-        struct cell *c = &node(bh, rid)->cell;
-        int o = octant(center, m->pos);
+        struct path_step *here = &path[i];
+        struct cell *c = &node(bh, here->cell)->cell;
+        int o = octant(here->center, m->pos);
         rgn_start_read(c);
         int kind = c->child_kind[o];
         rid_t child = c->child[o];
         rgn_end_read(c);
-        if (kind != CELL) {
+        int placed = kind == LEAF && add_to_leaf(bh, child, m);
+        if (!placed && kind != CELL) {
             rgn_start_write(c); /* the octant may have changed since the read */
-            int placed = place(bh, c, o, m, center, half);
+            placed = place(bh, c, o, m, here->center, here->half);
             child = c->child[o];
             rgn_end_write(c);
-            if (placed)
-                return;
         }
-        rid = child;
-        child_center(center, half, o);
-        half /= 2;
+        if (placed) {
+            bh->path_len = i + 1;
+            return;
+        }
+        here->octant = o;
+        path[i + 1] = (struct path_step){.cell = child, .half = here->half / 2};
+        memcpy(path[i + 1].center, here->center, sizeof here->center);
+        child_center(path[i + 1].center, here->half, o);
+        i++;
     }
 }
 
@@ -385,6 +435,53 @@ static void centres_of_mass(struct bh *bh)
     }
 }
 
+/* ---- bodies and costzones ------------------------------------------------------- */
+
+/* Body k, mapped the first time this rank uses it. */
+static struct body *body(struct bh *bh, size_t k)
+{
+    if (!bh->body[k])
+        bh->body[k] = rgn_map(bh->body_rid[k]);
+    return bh->body[k];
+}
+
+/* Costzones (SPLASH-2 barnes; the thesis's Barnes-Hut partitions so): the
+ * bodies, in their Morton order, are cut into nranks contiguous zones of
+ * equal cost, a body's cost being its interactions in the last force walk.
+ * Every rank broadcasts the costs of its zone, so all compute the same
+ * cuts.  The bodies stay where they were created (their home); a body that
+ * moves to another rank's zone costs that rank one write miss, and after
+ * that its copy stays there (no other rank touches it). */
+static void costzones(struct bh *bh)
+{
+    if (bh->nranks == 1 || bh->step == 0) /* one zone; or no costs yet */
+        return;
+    for (unsigned r = 0; r < bh->nranks; r++) {
+        int bytes = (int)((bh->zone[r + 1] - bh->zone[r]) * sizeof *bh->cost);
+        if (bytes == 0)
+            continue;
+        if (r == bh->me)
+            rgn_bcast_send(bytes, bh->cost + bh->zone[r]);
+        else
+            rgn_bcast_recv(bytes, bh->cost + bh->zone[r]);
+    }
+    uint64_t total = 0;
+    for (size_t k = 0; k < bh->n; k++)
+        total += bh->cost[k];
+    /* zone[r] is the first body whose preceding bodies cost total r / nranks or more. */
+    uint64_t before = 0;
+    unsigned r = 1;
+    for (size_t k = 0; k < bh->n && r < bh->nranks; k++) {
+        while (r < bh->nranks && before * bh->nranks >= total * r)
+            bh->zone[r++] = k;
+        before += bh->cost[k];
+    }
+    while (r < bh->nranks)
+        bh->zone[r++] = bh->n;
+    bh->first = bh->zone[bh->me];
+    bh->count = bh->zone[bh->me + 1] - bh->first;
+}
+
 /* ---- forces ----------------------------------------------------------------------- */
 
 static void attract(const struct bh *bh, const double pos[3], double mass, const double at[3], double acc[3],
@@ -401,20 +498,24 @@ static void attract(const struct bh *bh, const double pos[3], double mass, const
         acc[d] += m_inv3 * r[d];
 }
 
-/* Walks the tree for body b (write held), setting its acc and phi. */
-static void gravity(struct bh *bh, struct body *b, rid_t self)
+/* Walks the tree for body b (write held), setting its acc and phi;
+ * returns the number of interactions (its cost for costzones). */
+static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
 {
+    uint32_t interactions = 0;
     rid_t stack[8 * MAX_DEPTH];
     int top = 0;
     double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
+    struct app_poll poll = bh->poll; /* a local copy stays in registers */
     stack[top++] = bh->root;
     while (top) {
-        app_poll_every(&bh->poll_ticks, POLL_EVERY_VISITS);
+        app_poll(&poll);
         const union node *n = node_copy(bh, stack[--top]);
         if (n->h.kind == LEAF) {
             for (int i = 0; i < n->leaf.count; i++)
                 if (n->leaf.member[i].body != self)
                     attract(bh, b->pos, n->leaf.member[i].mass, n->leaf.member[i].pos, acc, &phi);
+            interactions += (uint32_t)n->leaf.count;
             continue;
         }
         double size = ldexp(root_size, -n->h.depth), d2 = 0;
@@ -422,23 +523,26 @@ static void gravity(struct bh *bh, struct body *b, rid_t self)
             d2 += (n->h.cofm[d] - b->pos[d]) * (n->h.cofm[d] - b->pos[d]);
         if (size * size < theta2 * d2) {
             attract(bh, b->pos, n->h.mass, n->h.cofm, acc, &phi);
+            interactions++;
             continue;
         }
         for (int o = 0; o < 8; o++)
             if (n->cell.child_kind[o] != EMPTY)
                 stack[top++] = n->cell.child[o];
     }
+    bh->poll = poll;
     memcpy(b->acc, acc, sizeof acc);
     b->phi = phi;
+    return interactions;
 }
 
 static void forces(struct bh *bh)
 {
     bh->kinetic = bh->potential = 0;
-    for (size_t i = 0; i < bh->count; i++) {
-        struct body *b = bh->body[i];
+    for (size_t k = bh->first; k < bh->first + bh->count; k++) {
+        struct body *b = body(bh, k);
         rgn_start_write(b);
-        gravity(bh, b, bh->body_rid[bh->first + i]);
+        bh->cost[k] = gravity(bh, b, bh->body_rid[k]);
         bh->potential += 0.5 * b->mass * b->phi;
         bh->kinetic += 0.5 * b->mass * (b->vel[0] * b->vel[0] + b->vel[1] * b->vel[1] + b->vel[2] * b->vel[2]);
         rgn_end_write(b);
@@ -451,8 +555,8 @@ static void forces(struct bh *bh)
 static void bounding_box(struct bh *bh)
 {
     double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
-    for (size_t i = 0; i < bh->count; i++) {
-        struct body *b = bh->body[i];
+    for (size_t k = bh->first; k < bh->first + bh->count; k++) {
+        struct body *b = body(bh, k);
         rgn_start_read(b);
         for (int d = 0; d < 3; d++) {
             lo[d] = fmin(lo[d], b->pos[d]);
@@ -473,6 +577,7 @@ static void build_tree(struct bh *bh)
 {
     bounding_box(bh);
     bh->cells.used = bh->leaves.used = 0;
+    bh->path_len = 0;
     if (bh->me == 0) {
         union node *root = node(bh, bh->root);
         rgn_start_write(root);
@@ -481,9 +586,9 @@ static void build_tree(struct bh *bh)
         rgn_end_write(root);
     }
     rgn_barrier();
-    for (size_t i = 0; i < bh->count; i++) {
-        struct body *b = bh->body[i];
-        struct member m = {.body = bh->body_rid[bh->first + i]};
+    for (size_t k = bh->first; k < bh->first + bh->count; k++) {
+        struct body *b = body(bh, k);
+        struct member m = {.body = bh->body_rid[k]};
         rgn_start_read(b);
         memcpy(m.pos, b->pos, sizeof m.pos);
         m.mass = b->mass;
@@ -496,6 +601,7 @@ static void build_tree(struct bh *bh)
 /* Forces at the current positions; the energy there on every rank. */
 static double compute_forces(struct bh *bh)
 {
+    costzones(bh);
     build_tree(bh);
     centres_of_mass(bh);
     bh->step++;
@@ -507,8 +613,8 @@ static double compute_forces(struct bh *bh)
 static void advance(struct bh *bh)
 {
     double dt = bh->p->dt;
-    for (size_t i = 0; i < bh->count; i++) {
-        struct body *b = bh->body[i];
+    for (size_t k = bh->first; k < bh->first + bh->count; k++) {
+        struct body *b = body(bh, k);
         rgn_start_write(b);
         for (int d = 0; d < 3; d++) {
             double half_kick = b->acc[d] * dt / 2;
@@ -599,14 +705,14 @@ static void create_bodies(struct bh *bh, int n)
     struct keyed_body *all = initial_bodies(n);
     unsigned *owner = app_alloc((size_t)n * sizeof *owner);
     bh->body_rid = app_alloc((size_t)n * sizeof *bh->body_rid);
-    bh->body = app_alloc(bh->count * sizeof *bh->body);
+    bh->body = app_alloc((size_t)n * sizeof *bh->body);
     for (size_t k = 0; k < (size_t)n; k++)
         owner[k] = app_owner(k, (size_t)n, crl_num_nodes());
-    for (size_t i = 0; i < bh->count; i++) {
-        bh->body_rid[bh->first + i] = rgn_create(sizeof(struct body));
-        struct body *b = bh->body[i] = rgn_map(bh->body_rid[bh->first + i]);
+    for (size_t k = bh->home_first; k < bh->home_first + bh->home_count; k++) {
+        bh->body_rid[k] = rgn_create(sizeof(struct body));
+        struct body *b = body(bh, k);
         rgn_start_write(b);
-        *b = all[bh->first + i].body;
+        *b = all[k].body;
         rgn_end_write(b);
     }
     app_share_rids(bh->body_rid, owner, (size_t)n);
@@ -652,10 +758,11 @@ static void release(struct bh *bh)
             rgn_unmap(bh->table[i].mapped);
             free(bh->table[i].copy);
         }
-    for (size_t i = 0; i < bh->count; i++) {
-        rgn_unmap(bh->body[i]);
-        rgn_delete(bh->body_rid[bh->first + i]);
-    }
+    for (size_t k = 0; k < bh->n; k++)
+        if (bh->body[k])
+            rgn_unmap(bh->body[k]);
+    for (size_t k = bh->home_first; k < bh->home_first + bh->home_count; k++)
+        rgn_delete(bh->body_rid[k]);
     delete_pool(&bh->cells);
     delete_pool(&bh->leaves);
     if (bh->me == 0)
@@ -663,6 +770,8 @@ static void release(struct bh *bh)
     free(bh->table);
     free(bh->body);
     free(bh->body_rid);
+    free(bh->cost);
+    free(bh->zone);
     free(bh->cells.rid);
     free(bh->cells.node);
     free(bh->cells.depth);
@@ -673,8 +782,15 @@ static void release(struct bh *bh)
 
 void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_result *result)
 {
-    struct bh bh = {.p = params, .me = crl_self_addr()};
-    app_partition((size_t)params->bodies, bh.me, crl_num_nodes(), &bh.first, &bh.count);
+    struct bh bh = {.p = params, .me = crl_self_addr(), .nranks = crl_num_nodes(), .n = (size_t)params->bodies,
+                    .poll = app_poll_init(POLL_EVERY_VISITS)};
+    app_partition(bh.n, bh.me, bh.nranks, &bh.home_first, &bh.home_count);
+    bh.first = bh.home_first;
+    bh.count = bh.home_count;
+    bh.cost = app_alloc(bh.n * sizeof *bh.cost);
+    bh.zone = app_alloc((bh.nranks + 1) * sizeof *bh.zone);
+    for (unsigned r = 0; r <= bh.nranks; r++)
+        bh.zone[r] = bh.n * r / bh.nranks;
     create_bodies(&bh, params->bodies);
     create_root(&bh);
     rgn_barrier();

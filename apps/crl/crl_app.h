@@ -14,6 +14,7 @@
 #include <shoal/crl.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,27 +31,39 @@
 /* CRL runs its protocol only when a rank calls into it (shoal polls; the
  * thesis's machines took interrupts), so a rank computing without CRL calls
  * holds up every miss on the regions it is home to.  Computing loops call
- * this once per unit of work; it polls on every `every`-th call (counted
- * in *ticks), which the callers choose to be about a microsecond of work:
- * a miss waits half of that on average, and a poll (~30 ns) costs a few
- * percent of it. */
-#ifndef SHOAL_CRL_NULL
-/* Out of line and cold, so that the loops calling app_poll_every compile
- * as they would without it. */
-__attribute__((noinline, cold)) static void app_poll_now(unsigned *ticks)
+ * app_poll once per unit of work; it polls on every `every`-th call, which
+ * the callers choose to be about a microsecond of work: a miss waits half
+ * of that on average, and a poll (~10-20 ns) costs a few percent of it.
+ * Alone, a rank has nobody to serve and never polls (the thesis's
+ * interrupts cost nothing when no message arrives). */
+struct app_poll {
+    unsigned ticks, every;
+};
+
+static inline struct app_poll app_poll_init(unsigned every)
 {
-    *ticks = 0;
+    return (struct app_poll){0, crl_num_nodes() > 1 ? every : UINT_MAX};
+}
+
+#ifndef SHOAL_CRL_NULL
+/* Out of line and cold, so that the loops calling app_poll compile as they
+ * would without it; it does not see the counter, so a caller's local copy
+ * of its struct app_poll can live in registers. */
+__attribute__((noinline, cold)) static void app_poll_now(void)
+{
     shoal_poll();
 }
 #endif
 
-static inline void app_poll_every(unsigned *ticks, unsigned every)
+static inline void app_poll(struct app_poll *p)
 {
 #ifndef SHOAL_CRL_NULL
-    if (++*ticks >= every)
-        app_poll_now(ticks);
+    if (__builtin_expect(++p->ticks >= p->every, 0)) {
+        p->ticks = 0;
+        app_poll_now();
+    }
 #else
-    (void)ticks, (void)every;
+    (void)p;
 #endif
 }
 

@@ -74,7 +74,7 @@ struct water {
     double *kinetic_sum;              /* x, y, z */
     double *virial_sum;
     struct water_energy local;        /* my part of this step's sums */
-    unsigned poll_ticks;
+    struct app_poll poll;
 };
 
 enum { POLL_EVERY_PAIRS = 32 }; /* a pair is ~45 ns */
@@ -306,7 +306,7 @@ static void interact_mine(struct water *w)
         for (int d = 1; d <= last; d++) {
             size_t j = (i + (size_t)d) % (size_t)n;
             interact(w, w->sites[i], w->sites[j], w->force[i], w->force[j], &w->local);
-            app_poll_every(&w->poll_ticks, POLL_EVERY_PAIRS);
+            app_poll(&w->poll);
         }
     }
 }
@@ -481,7 +481,8 @@ static void gather_positions(const struct water *w, double *out)
 
 void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result *result)
 {
-    struct water w = {.n = params->molecules, .use_reductions = params->use_reductions, .me = crl_self_addr()};
+    struct water w = {.n = params->molecules, .use_reductions = params->use_reductions, .me = crl_self_addr(),
+                      .poll = app_poll_init(POLL_EVERY_PAIRS)};
     w.box = cbrt(w.n / DENSITY);
     w.cutoff2 = w.box * w.box / 4;
     w.switch2 = SWITCH_START * SWITCH_START * w.cutoff2;
