@@ -204,7 +204,7 @@ static void usage(FILE *f)
         "                    (default \"%s\"; e.g. \"ip netns exec {host}\")\n"
         "      --tag-output  prefix every output line with [rank]\n"
         "      --timeout S   end the job after S seconds (exit status 124)\n"
-        "      --bind        pin each rank to one allowed CPU of its host\n"
+        "      --bind        pin each rank to one allowed CPU of its host (by its index there)\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
         "      --transport T between hosts: udp (default), eth, or shm (one host only)\n"
         "  -h, --help        show this help\n"
