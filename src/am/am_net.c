@@ -89,6 +89,8 @@ static size_t am_net_fragments(const struct am_net_hdr *h, size_t nbytes)
 
 size_t am_net_medium_in_one(unsigned nargs)
 {
+    /* laid out as a payload of 256 bytes or more, whose start is aligned:
+     * the furthest it can start, so the room holds for every size */
     struct am_net_hdr h = {.nargs = (uint8_t)nargs, .kind = AM_MEDIUM, .total = 256};
     size_t room = an.max_payload - am_net_data_at(&h, 1);
     return room < am.max_medium ? room : am.max_medium;

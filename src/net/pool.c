@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#define POOL_IDLE_NS 50000000ull
+
 int pool_init(struct pkt_pool *p, uint32_t cap, size_t size)
 {
     *p = (struct pkt_pool){.cap = cap, .size = (size + 63) & ~(size_t)63};

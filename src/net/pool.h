@@ -6,14 +6,12 @@
  * and refaulting its 16 pages for every packet halved the throughput of
  * one-packet messages on loopback.  So freed buffers wait in a pool, up to
  * its capacity, for the next packet; once nobody has taken one for
- * POOL_IDLE_NS the pool is emptied, so an idle process keeps none. */
+ * 50 ms (POOL_IDLE_NS) the pool is emptied, so an idle process keeps none. */
 #ifndef SHOAL_NET_POOL_H
 #define SHOAL_NET_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define POOL_IDLE_NS 50000000ull
 
 struct pkt_pool {
     void **free;     /* cap buffers at most */
