@@ -141,8 +141,7 @@ static void coll_layout(void)
 /* Leaders on the network, and a carrier whose broadcast is one frame. */
 static int coll_use_broadcast(void)
 {
-    const char *c = net_carrier();
-    return am.remote && c && strcmp(c, "eth") == 0 && bb.nleaders > 1;
+    return am.remote && net_bcast_native() && bb.nleaders > 1;
 }
 
 static void coll_root(uint64_t epoch)

@@ -705,6 +705,11 @@ const char *net_carrier(void)
     return net.carrier == CARRIER_ETH ? "eth" : "udp";
 }
 
+int net_bcast_native(void)
+{
+    return net.active && net.carrier == CARRIER_ETH;
+}
+
 size_t net_max_payload(void)
 {
     return net.max_payload;

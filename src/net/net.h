@@ -63,6 +63,9 @@ int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const
 uint32_t net_room(int dest, enum net_channel ch);
 /* Best-effort datagram to every other rank (SHOAL_OK or SHOAL_EINVAL). */
 int net_bcast(const void *msg, size_t len);
+/* 1 when net_bcast is one transmission that every other host receives (a
+ * raw frame to the broadcast address), 0 when it is one packet per peer. */
+int net_bcast_native(void);
 /* Hands queued packets to the kernel. */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when
