@@ -167,9 +167,8 @@ static union node *node(struct bh *bh, rid_t rid)
  * to poll and acknowledge an invalidation (at 2 processes ~900 such waits
  * per rank and step, ~1 ms, against ~200 with the flush).  A flush is one
  * message, sent without waiting; on the home it does nothing. */
-static const union node *node_copy(struct bh *bh, rid_t rid)
+static const union node *entry_copy(struct bh *bh, struct node_entry *e)
 {
-    struct node_entry *e = node_entry(bh, rid);
     if (e->copy_step != bh->step) {
         if (!e->copy)
             e->copy = app_alloc(sizeof *e->copy);
@@ -180,6 +179,11 @@ static const union node *node_copy(struct bh *bh, rid_t rid)
         e->copy_step = bh->step;
     }
     return e->copy;
+}
+
+static const union node *node_copy(struct bh *bh, rid_t rid)
+{
+    return entry_copy(bh, node_entry(bh, rid));
 }
 
 /* ---- pools ----------------------------------------------------------------- */
@@ -536,8 +540,24 @@ static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
     return interactions;
 }
 
+/* The remote nodes the last step's walks read, copied before this step's
+ * walks start.  The bodies moved little, so the walks will want nearly all
+ * of them; fetched in a burst while the other ranks do the same, each miss
+ * is served by a home that is itself waiting, at once, where a miss in
+ * the middle of a walk waits for the home's next poll. */
+static void prefetch_remote_nodes(struct bh *bh)
+{
+    for (size_t s = 0; s < bh->table_size; s++) {
+        struct node_entry *e = &bh->table[s];
+        if (e->mapped && e->copy_step == bh->step - 1 && (unsigned)(e->rid >> 32) != bh->me)
+            entry_copy(bh, e);
+    }
+}
+
 static void forces(struct bh *bh)
 {
+    if (bh->nranks > 1)
+        prefetch_remote_nodes(bh);
     bh->kinetic = bh->potential = 0;
     for (size_t k = bh->first; k < bh->first + bh->count; k++) {
         struct body *b = body(bh, k);
