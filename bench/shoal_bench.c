@@ -18,6 +18,11 @@
  *   barrier  mean time of back-to-back shoal_barrier() calls over every rank
  *            of the job ("barrier_lat"); a barrier synchronizes, so the loop
  *            mean is seed 001 §5.4's already-synchronized case.
+ *   bcast    back-to-back shoal_broadcast over every rank of the job, the
+ *            root rotating (rank i mod N for the i-th): a root cannot
+ *            start before the previous broadcast reached it, so the mean
+ *            time per call is the latency to deliver to one rank, averaged
+ *            over every root and every next root ("bcast_lat", per size).
  *   logp     LogP for short messages (seed 001 §2.2), each in microseconds:
  *            "logp_os" time per send call in a burst that fits the ring;
  *            "logp_or" time in shoal_poll per message, polling a burst that
@@ -254,6 +259,15 @@ static double barriers(long n)
     double t0 = bench_now();
     for (long i = 0; i < n; i++)
         check(shoal_barrier(), "barrier");
+    return bench_now() - t0;
+}
+
+/* n broadcasts of size bytes, the root rotating over the ranks. */
+static double broadcasts(unsigned char *buf, size_t size, long n)
+{
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++)
+        check(shoal_broadcast(buf, size, (int)(i % shoal_size())), "broadcast");
     return bench_now() - t0;
 }
 
@@ -747,7 +761,7 @@ int main(int argc, char **argv)
     for (unsigned h = 0; h < sizeof handlers / sizeof handlers[0]; h++)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
-                    "short medium long rate bw barrier logp "
+                    "short medium long rate bw barrier bcast logp "
                     "put putflag get fadd cswap arate putbw fifo signal") < 0)
         shoal_abort(2, "bad command line");
     /* A flood message, or a blocking get or atomic, costs a fraction of a
@@ -756,7 +770,7 @@ int main(int argc, char **argv)
                     strcmp(o.test, "cswap") == 0 || strcmp(o.test, "arate") == 0;
     if (o.iters == 0)
         o.iters = strcmp(o.test, "rate") == 0 || is_rma_op ? 200000 : 20000;
-    if (shoal_size() != 2 && strcmp(o.test, "barrier") != 0)
+    if (shoal_size() != 2 && strcmp(o.test, "barrier") != 0 && strcmp(o.test, "bcast") != 0)
         shoal_abort(2, "test %s needs exactly 2 ranks, not %d", o.test, shoal_size());
     bench_pin_if_unpinned(rank);
 
@@ -764,7 +778,7 @@ int main(int argc, char **argv)
      * the largest size per message in flight. */
     int is_long = strcmp(o.test, "long") == 0 || strcmp(o.test, "bw") == 0;
     unsigned char *src = NULL;
-    if (is_long || strcmp(o.test, "medium") == 0) {
+    if (is_long || strcmp(o.test, "medium") == 0 || strcmp(o.test, "bcast") == 0) {
         if (!(src = malloc(o.max_size)))
             shoal_abort(1, "out of memory");
         memset(src, 0x5a, o.max_size);
@@ -816,6 +830,13 @@ int main(int argc, char **argv)
         BATCHES(&o, v, barriers(o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters);
         emit(&o, "barrier_lat", 0, "us", o.iters, v);
+    } else if (strcmp(o.test, "bcast") == 0) {
+        for (size_t s = o.min_size; s <= o.max_size; s *= 2) {
+            long n = bench_iters_for(&o, s) / 4 + 1;
+            BATCHES(&o, v, broadcasts(src, s, n));
+            scale(v, o.batches, 1e6 / (double)n);
+            emit(&o, "bcast_lat", s, "us", n, v);
+        }
     } else if (is_notify) {
         run_notify(&o, src);
         rma_teardown();

@@ -397,9 +397,15 @@ SHOAL_API int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t c
 /* Owner: the running flag and entries waiting (for tests and tools). */
 SHOAL_API int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queued);
 
-/* ---- synchronization ---------------------------------------------------- */
+/* ---- synchronization and collectives -------------------------------------- */
 /* Collective; runs handlers while waiting. */
 SHOAL_API int shoal_barrier(void);
+/* Collective: root's n bytes at buf are copied into every other rank's buf.
+ * Every rank passes the same n and root (a disagreement ends the job with a
+ * message naming both ranks).  Runs handlers while waiting; returns when
+ * this rank's buf is complete (the root: when it may reuse buf).
+ * SHOAL_ERANK, SHOAL_EINVAL (buf NULL with n > 0), SHOAL_EHANDLER. */
+SHOAL_API int shoal_broadcast(void *buf, size_t n, int root);
 
 /* ---- statistics ---------------------------------------------------------- */
 struct shoal_stats {
@@ -408,6 +414,9 @@ struct shoal_stats {
     uint64_t bytes_sent;
     uint64_t send_stalls;     /* sends that found the ring full */
     uint64_t barriers;
+    uint64_t broadcasts;      /* shoal_broadcast calls */
+    uint64_t bcast_packets;   /* as root: chunks sent as one broadcast packet to every host */
+    uint64_t bcast_resent;    /* as root: chunks resent reliably to a host that missed the packet */
     uint64_t rma_direct;      /* commands this rank executed on mapped memory */
     uint64_t rma_remote;      /* commands this rank sent for a target to execute */
     uint64_t rma_executed;    /* commands this rank executed for peers */

@@ -98,8 +98,9 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args);
 /* One best-effort datagram to every other rank, run there as a request to
- * internal handler `handler` with no payload (it may be lost). */
-int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args);
+ * internal handler `handler` (it may be lost), with a medium payload of up
+ * to am_net_medium_in_one(nargs) bytes (SHOAL_ETOOBIG above). */
+int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, const void *src, size_t nbytes);
 /* The largest medium payload with nargs arguments that travels to a remote
  * rank in one packet: handed to the handler where it landed, never gathered. */
 size_t am_net_medium_in_one(unsigned nargs);

@@ -128,14 +128,23 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     return SHOAL_OK;
 }
 
-int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args)
+int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, const void *src, size_t nbytes)
 {
-    unsigned char msg[sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS];
-    struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = AM_SHORT};
+    if (nbytes > am_net_medium_in_one(nargs))
+        return SHOAL_ETOOBIG;
+    struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs,
+                           .kind = (uint8_t)(nbytes ? AM_MEDIUM : AM_SHORT), .total = (uint32_t)nbytes};
+    size_t at = am_net_data_at(&h, 1);
+    unsigned char *msg = calloc(1, at + nbytes);
+    if (!msg)
+        return SHOAL_ENOMEM;
     memcpy(msg, &h, sizeof h);
     if (nargs)
         memcpy(msg + sizeof h, args, 8 * (size_t)nargs);
-    int rc = net_bcast(msg, sizeof h + 8 * (size_t)nargs);
+    if (nbytes)
+        memcpy(msg + at, src, nbytes);
+    int rc = net_bcast(msg, at + nbytes);
+    free(msg);
     net_flush();
     return rc;
 }

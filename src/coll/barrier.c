@@ -89,6 +89,7 @@ void coll_init(void)
     am_register_internal(COLL_H_ARRIVE, coll_arrive);
     am_register_internal(COLL_H_RELEASE, coll_release);
     am_register_internal(COLL_H_QUERY, coll_query);
+    coll_bcast_init();
 }
 
 void coll_fini(void)
@@ -96,6 +97,7 @@ void coll_fini(void)
     free(bb.leaders);
     free(bb.asked);
     memset(&bb, 0, sizeof bb);
+    coll_bcast_fini();
 }
 
 static void coll_send(int peer, unsigned handler, uint64_t epoch)
@@ -138,10 +140,23 @@ static void coll_layout(void)
                    am.shm->nlocal, COLL_RELEASE_ROUND);
 }
 
-/* Leaders on the network, and a carrier whose broadcast is one frame. */
-static int coll_use_broadcast(void)
+const int *coll_leaders(int *n)
 {
+    coll_layout();
+    *n = bb.nleaders;
+    return bb.leaders;
+}
+
+int coll_use_broadcast(void)
+{
+    coll_layout();
     return am.remote && net_bcast_native() && bb.nleaders > 1;
+}
+
+void coll_listen(int on)
+{
+    if (coll_use_broadcast())
+        net_bcast_listen(on);
 }
 
 static void coll_root(uint64_t epoch)
@@ -154,7 +169,7 @@ static void coll_root(uint64_t epoch)
         am_progress_wait(&b, 0);
     bb.arrived[epoch & 1] = 0;
     bb.done = epoch;
-    int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch);
+    int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch, NULL, 0);
     if (rc)
         util_fatal("barrier: broadcast failed: %s", shoal_strerror(rc));
     for (int r = 1; r < am.nranks; r++)
@@ -213,7 +228,7 @@ static void coll_disseminate(const int *members, int n, int me, unsigned round0,
 }
 
 /* Across hosts, among the leaders; then each leader releases its host. */
-static void coll_leaders(uint64_t epoch, int may_broadcast)
+static void coll_cross_hosts(uint64_t epoch, int may_broadcast)
 {
     if (may_broadcast && coll_use_broadcast()) {
         if (am.rank == 0)
@@ -251,10 +266,14 @@ int coll_barrier(int may_broadcast)
     coll_layout();
     coll_disseminate(am.shm->local, am.shm->nlocal, am.shm->local_index[am.rank], 0, epoch);
     if (bb.nleaders > 1) {
+        if (may_broadcast)
+            coll_listen(1);
         if (bb.leader_index >= 0)
-            coll_leaders(epoch, may_broadcast);
+            coll_cross_hosts(epoch, may_broadcast);
         else
             coll_wait_release(epoch);
+        if (may_broadcast)
+            coll_listen(0);
     }
     am.stats.barriers++;
     return SHOAL_OK;

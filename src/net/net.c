@@ -30,6 +30,7 @@ struct net_addr {
     uint8_t mac[6];
     uint8_t pad;
     struct udp_endpoint udp;
+    uint8_t bcast[4];     /* its interface's IPv4 broadcast address, or 0.0.0.0 */
 };
 
 enum carrier { CARRIER_UDP, CARRIER_ETH };
@@ -52,6 +53,9 @@ static struct {
     enum carrier carrier;
     int rank, nranks;
     struct udp_sock udp;
+    struct udp_sock ubcast;       /* udp: the broadcast receiver, fd -1 if the job has none */
+    int listening;                /* callers inside a collective that wait for broadcasts (ubcast is read) */
+    int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST=1 */
     struct eth_sock eth;
     struct net_addr *peers;
     struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
@@ -82,7 +86,7 @@ static struct {
     pthread_mutex_t lock;
     _Atomic int thread_stop;
     _Atomic uint64_t attended_until; /* the progress thread stays out until then */
-} net = {.udp = {.fd = -1}, .eth = {.fd = -1}};
+} net = {.udp = {.fd = -1}, .ubcast = {.fd = -1}, .eth = {.fd = -1}};
 
 /* ---- sending ------------------------------------------------------------ */
 
@@ -123,8 +127,10 @@ static void flush_tx(void)
         struct udp_packet p[NET_BATCH];
         for (unsigned i = 0; i < n; i++) {
             uint32_t d = net.txdst[i];
-            p[i] = (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.peers[d].udp,
-                                       .conn = connection_to(d)};
+            p[i] = d == WIRE_BROADCAST
+                       ? (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.ubcast.self}
+                       : (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.peers[d].udp,
+                                             .conn = connection_to(d)};
         }
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
@@ -155,11 +161,12 @@ static void queue_one(uint32_t dst, const void *pkt, size_t len, int stable)
     net.stats.bytes_sent += len;
 }
 
-/* UDP has no job-wide broadcast address: a broadcast is one datagram per
- * peer.  A raw frame to ff:ff:ff:ff:ff:ff reaches them all at once. */
+/* A raw frame to ff:ff:ff:ff:ff:ff, or a datagram to the subnet's
+ * broadcast address, reaches every rank at once; without either a
+ * broadcast is one datagram per peer. */
 static void queue_packet(uint32_t dst, const void *pkt, size_t len, int stable)
 {
-    if (dst != WIRE_BROADCAST || net.carrier == CARRIER_ETH) {
+    if (dst != WIRE_BROADCAST || net_bcast_native()) {
         queue_one(dst, pkt, len, stable);
         return;
     }
@@ -326,12 +333,9 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
     return src;
 }
 
-static void receive_batch(void)
+/* Hands the packets of one receive (got of them, len each) to the engines. */
+static void take_received(int got, const size_t *len)
 {
-    size_t len[NET_BATCH];
-    net.last_rx = net.now;
-    int got = net.carrier == CARRIER_ETH ? eth_recv_batch(&net.eth, &net.rx, len, NULL)
-                                         : udp_recv_batch(&net.udp, &net.rx, len, NULL);
     for (int i = 0; i < got; i++) {
         const unsigned char *pkt = net.rx.iov[i].iov_base;
         net.stats.packets_received++;
@@ -343,6 +347,21 @@ static void receive_batch(void)
             engine_input(NULL, 0, pkt, len[i]);
     }
     net.rx_cur = -1;
+}
+
+static void receive_batch(void)
+{
+    size_t len[NET_BATCH];
+    net.last_rx = net.now;
+    if (net.carrier == CARRIER_ETH) {
+        take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len);
+        return;
+    }
+    take_received(udp_recv_batch(&net.udp, &net.rx, len, NULL), len);
+    /* one more system call per poll only while a collective waits for a
+     * broadcast: between collectives they wait in the socket's buffer */
+    if (net.listening && net.ubcast.fd >= 0)
+        take_received(udp_recv_batch(&net.ubcast, &net.rx, len, NULL), len);
 }
 
 static uint64_t next_deadline(void)
@@ -416,9 +435,10 @@ void net_wait(uint64_t max_ns)
     /* a packet the thread took would not wake this sleep */
     attended_until(util_now_ns() + ns + NET_THREAD_AFTER_NS);
     unlock();
-    struct pollfd pfd = {.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN};
+    struct pollfd pfd[2] = {{.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN},
+                            {.fd = net.ubcast.fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    ppoll(&pfd, 1, &ts, NULL);
+    ppoll(pfd, net.listening && net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL);
 }
 
 const char *net_describe(char *buf, size_t cap)
@@ -428,8 +448,13 @@ const char *net_describe(char *buf, size_t cap)
         snprintf(buf, cap, "eth %s %02x:%02x:%02x:%02x:%02x:%02x", net.udp.ifname, net.eth.self.mac[0],
                  net.eth.self.mac[1], net.eth.self.mac[2], net.eth.self.mac[3], net.eth.self.mac[4],
                  net.eth.self.mac[5]);
-    else
+    else if (net.ubcast.fd < 0)
         snprintf(buf, cap, "udp %s", udp_endpoint_str(&net.udp.self, ep, sizeof ep));
+    else {
+        char bc[64];
+        snprintf(buf, cap, "udp %s, broadcast %s", udp_endpoint_str(&net.udp.self, ep, sizeof ep),
+                 udp_endpoint_str(&net.ubcast.self, bc, sizeof bc));
+    }
     return buf;
 }
 
@@ -527,6 +552,7 @@ static int open_carriers(const char *transport, struct net_addr *me)
     if (rc)
         return rc;
     me->udp = net.udp.self;
+    memcpy(me->bcast, net.udp.bcast, 4);
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
     if (strcmp(transport, "eth") == 0) {
         const char *name = iface[0] ? iface : net.udp.ifname;
@@ -579,6 +605,35 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     return rc;
 }
 
+/* UDP broadcast, where the network allows it: when every rank's interface
+ * has the same IPv4 broadcast address, each binds a receiver to it at rank
+ * 0's port, and the job uses them only if every rank succeeded (a second
+ * allgather; every rank sees the same table, so all take it or none). */
+static int open_udp_bcast(void)
+{
+    static const uint8_t none[4];
+    const uint8_t *b = net.peers[0].bcast;
+    int same = memcmp(b, none, 4) != 0 && util_config_int(CFG_NET_BCAST) == 1;
+    for (int r = 1; r < net.nranks && same; r++)
+        same = net.peers[r].udp.family == 4 && memcmp(net.peers[r].bcast, b, 4) == 0;
+    if (!same)
+        return SHOAL_OK;
+    uint8_t ok = udp_bcast_open(&net.ubcast, &net.udp, net.peers[0].udp.port, net.sockbuf) == SHOAL_OK;
+    uint8_t *all = malloc((size_t)net.nranks);
+    if (!all)
+        return SHOAL_ENOMEM;
+    int rc = boot_allgather(&ok, 1, all);
+    for (int r = 0; r < net.nranks && ok; r++)
+        ok = all[r];
+    free(all);
+    if (!ok) {
+        udp_close(&net.ubcast);
+        if (net.rank == 0)
+            LOG(LOG_INFO, "not every rank could receive UDP broadcasts: collectives use reliable messages");
+    }
+    return rc;
+}
+
 int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_deliver_fn deliver)
 {
     net.rank = rank;
@@ -618,6 +673,8 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         util_log(LOG_WARN, "SHOAL_TRANSPORT=eth needs CAP_NET_RAW on every rank; using udp");
     if (net.carrier == CARRIER_UDP)
         eth_close(&net.eth);
+    if (net.carrier == CARRIER_UDP && (rc = open_udp_bcast()) != SHOAL_OK)
+        return rc;
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
     /* buffers 64-byte aligned, as the AM layer expects payloads (after the 64-byte header) */
@@ -636,8 +693,9 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         return rc;
     if (util_config_int(CFG_NET_THREAD) == 1 && (rc = start_thread()) != SHOAL_OK)
         return rc;
+    net.bcast_native = net.carrier == CARRIER_ETH ? util_config_int(CFG_NET_BCAST) == 1 : net.ubcast.fd >= 0;
     net.active = 1;
-    char what[96];
+    char what[128];
     LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_describe(what, sizeof what),
         net.max_payload, me.incarnation);
     return SHOAL_OK;
@@ -687,6 +745,7 @@ void net_fini(void)
     for (int r = 0; net.conns && r < net.nranks; r++)
         udp_conn_close(&net.conns[r]);
     udp_close(&net.udp);
+    udp_close(&net.ubcast);
     eth_close(&net.eth);
     free(net.peers);
     free(net.conns);
@@ -695,7 +754,7 @@ void net_fini(void)
         free(net.rx.iov[i].iov_base);
     pool_fini(&net.spare);
     memset(&net, 0, sizeof net);
-    net.udp.fd = net.eth.fd = -1;
+    net.udp.fd = net.ubcast.fd = net.eth.fd = -1;
 }
 
 const char *net_carrier(void)
@@ -707,7 +766,14 @@ const char *net_carrier(void)
 
 int net_bcast_native(void)
 {
-    return net.active && net.carrier == CARRIER_ETH;
+    return net.active && net.bcast_native;
+}
+
+void net_bcast_listen(int on)
+{
+    lock();
+    net.listening += on ? 1 : -1;
+    unlock();
 }
 
 size_t net_max_payload(void)

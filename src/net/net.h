@@ -64,8 +64,12 @@ uint32_t net_room(int dest, enum net_channel ch);
 /* Best-effort datagram to every other rank (SHOAL_OK or SHOAL_EINVAL). */
 int net_bcast(const void *msg, size_t len);
 /* 1 when net_bcast is one transmission that every other host receives (a
- * raw frame to the broadcast address), 0 when it is one packet per peer. */
+ * raw frame to the broadcast address, or a UDP datagram to the subnet's),
+ * 0 when it is one packet per peer (or SHOAL_NET_BCAST=0). */
 int net_bcast_native(void);
+/* A collective starts (on 1) or stops (0) waiting for broadcasts: over UDP
+ * the broadcast socket is read only meanwhile (nests). */
+void net_bcast_listen(int on);
 /* Hands queued packets to the kernel. */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when

@@ -176,6 +176,11 @@ static void iface_of(int fd, const struct udp_endpoint *e, struct udp_sock *s)
         snprintf(s->ifname, sizeof s->ifname, "%s", ifa->ifa_name);
         if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
             s->mtu = (unsigned)ifr.ifr_mtu;
+        /* only a configured broadcast address is one the kernel routes as
+         * broadcast ("ip addr add A/24 brd +"); loopback has none */
+        if (e->family == 4 && (ifa->ifa_flags & IFF_BROADCAST) && ifa->ifa_broadaddr &&
+            ifa->ifa_broadaddr->sa_family == AF_INET)
+            memcpy(s->bcast, &((const struct sockaddr_in *)ifa->ifa_broadaddr)->sin_addr, 4);
         break;
     }
     freeifaddrs(list);
@@ -211,6 +216,29 @@ void udp_close(struct udp_sock *s)
     if (s->fd >= 0)
         close(s->fd);
     s->fd = -1;
+}
+
+int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int sockbuf)
+{
+    memset(b, 0, sizeof *b);
+    b->self = (struct udp_endpoint){.family = 4, .port = port};
+    memcpy(b->self.addr, s->bcast, 4);
+    memcpy(b->bcast, s->bcast, 4);
+    b->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    struct sockaddr_storage ss;
+    socklen_t len = sockaddr_of(&b->self, &ss);
+    if (b->fd < 0 || setsockopt(b->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(b->fd, (struct sockaddr *)&ss, len) != 0 ||
+        setsockopt(s->fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one) != 0) {
+        char ep[64];
+        LOG(LOG_INFO, "no UDP broadcast receiver on %s: %s", udp_endpoint_str(&b->self, ep, sizeof ep),
+            strerror(errno));
+        udp_close(b);
+        return SHOAL_ESYS;
+    }
+    sock_set_buffers(b->fd, sockbuf);
+    return SHOAL_OK;
 }
 
 const struct udp_conn *udp_conn_get(struct udp_conn *c, const struct udp_sock *s, const struct udp_endpoint *peer,

@@ -27,6 +27,7 @@ struct udp_sock {
     struct udp_endpoint self;
     char ifname[16]; /* the interface that has self's address */
     unsigned mtu;    /* its MTU: the largest IP packet one datagram may take unfragmented */
+    uint8_t bcast[4]; /* its IPv4 broadcast address, if it has one configured; else 0.0.0.0 */
 };
 
 /* A send-only socket connected to one peer, from the carrier's own
@@ -57,6 +58,12 @@ int udp_resolve(const char *spec, struct udp_endpoint *out);
  * (0: the kernel's default). */
 int udp_open(struct udp_sock *s, const char *iface, uint16_t port_lo, uint16_t port_hi, int sockbuf);
 void udp_close(struct udp_sock *s);
+
+/* The job's broadcast receiver: b bound to s's broadcast address at port
+ * (shared with the other ranks of the host: SO_REUSEADDR, so each gets a
+ * copy of every broadcast), and s allowed to send to that address.
+ * SHOAL_ESYS (logged at info level) when either fails. */
+int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int sockbuf);
 
 /* c, opened and connected to peer on first use (sockbuf bytes of send
  * buffer), or NULL when that failed (logged once; the caller then sends

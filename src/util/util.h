@@ -30,6 +30,7 @@ enum util_cfg_id {
     CFG_NET_DEAD_MS,    /* silence after which a peer is dead */
     CFG_NET_WAIT,       /* how waits receive from the network: spin or block */
     CFG_NET_THREAD,     /* progress thread for the cluster transport */
+    CFG_NET_BCAST,      /* collectives use the network's broadcast */
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_RANK,           /* set by shoalrun */

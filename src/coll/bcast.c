@@ -1,0 +1,388 @@
+/* shoal_broadcast: the root's n bytes reach every rank's buffer.
+ *
+ * Hierarchical, as the barrier: across hosts among the host sources (the
+ * root, and the leader of every other host), then on each host from its
+ * source to the host's other ranks over shared memory.  Both phases are
+ * binomial trees of internal medium requests, pipelined: a rank forwards
+ * each piece to its children as soon as it holds it, so a large payload
+ * streams down the tree.  Pieces are the largest medium that travels in
+ * one packet to a child on another host, the medium limit to a local one.
+ *
+ * Where a broadcast is one packet on the network (coll_use_broadcast: eth,
+ * or udp with a subnet broadcast address) and the payload fits in
+ * BC_NATIVE_PACKETS of them, the root instead sends each chunk once as a
+ * broadcast packet, which every host source takes (GAMMA, seed 001 §6).
+ * Those packets may be lost: a source still missing chunks BC_NACK_NS
+ * after it began waiting asks the root once (reliable NACK with the bitmap
+ * of what it lacks) and the root sends those chunks as reliable messages.
+ * Each source acknowledges when complete; the root returns only when every
+ * source has, so its buffer is still there for resends.
+ *
+ * Broadcasts are numbered (every rank calls them in the same order).
+ * Pieces of a broadcast this rank has not reached are kept until it does;
+ * packets of finished ones (late broadcast duplicates) are dropped.  A
+ * piece whose length or root disagrees with the caller's is a program
+ * error that would lose data: the job ends naming both ranks.  Layout:
+ * docs/WIRE.md §10.4. */
+#include "am/am.h"
+#include "boot/boot.h"
+#include "coll/coll.h"
+#include "net/net.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    COLL_H_BCAST = AM_INTERNAL_BASE + 6, /* a piece: (epoch, offset, total, root | flags, chunk) */
+    COLL_H_BCAST_ACK,                    /* to the root: (epoch, chunks missing); none missing: complete */
+};
+enum { BC_NARGS = 5, BC_VIA_BROADCAST = 1 };
+#define BC_NATIVE_PACKETS 8u /* the largest payload sent as broadcast packets, in packets */
+#define BC_NACK_NS 2000000ull
+#define BC_MAX_CHILDREN 64
+
+struct bc_early { /* a piece of a broadcast this rank has not reached */
+    struct bc_early *next;
+    int src;
+    uint64_t args[BC_NARGS];
+    size_t len;
+    unsigned char data[];
+};
+
+static struct {
+    uint64_t epoch;     /* the broadcast in progress, or the last one finished */
+    int active;         /* inside shoal_broadcast(epoch) */
+    unsigned char *buf;
+    size_t n;
+    int root;
+    int taker;          /* this rank takes the broadcast packets: a host source, not the root */
+    size_t chunk;       /* with broadcast packets: bytes per packet (0: trees only) */
+    uint64_t have_bits; /* taker: chunks held */
+    size_t have;        /* bytes held from the start of the buffer */
+    int acks;           /* root: sources complete */
+    uint64_t *nack_epoch, *nack_bits; /* root: [rank] the chunks it asked for, in which broadcast */
+    struct bc_early *early, **early_tail;
+} bc = {.early_tail = &bc.early};
+
+static void bc_fail(const char *what, int src, uint64_t theirs, uint64_t mine)
+{
+    util_fatal("shoal_broadcast #%llu: rank %d called it with %s %llu, but rank %d sent %llu",
+               (unsigned long long)bc.epoch, am.rank, what, (unsigned long long)mine, src,
+               (unsigned long long)theirs);
+}
+
+/* Chunks [0, k) all held: the prefix a taker may forward. */
+static size_t bc_prefix(void)
+{
+    uint64_t k = 0;
+    while (k < 64 && (bc.have_bits >> k & 1))
+        k++;
+    size_t end = k * bc.chunk;
+    return end < bc.n ? end : bc.n;
+}
+
+/* A piece of the broadcast in progress. */
+static void bc_take(int src, const uint64_t *args, const void *data, size_t len)
+{
+    uint64_t off = args[1], total = args[2], root = args[3] & 0xffffffffu;
+    if (total != bc.n)
+        bc_fail("a length of", src, total, bc.n);
+    if (root != (uint64_t)bc.root)
+        bc_fail("root", src, root, (uint64_t)bc.root);
+    if ((args[3] >> 32 & BC_VIA_BROADCAST) && !bc.taker)
+        return; /* this host's source forwards it here */
+    if (off > bc.n || len > bc.n - off) {
+        am.stats.dropped++;
+        return;
+    }
+    if (!bc.taker) { /* from the one tree parent, in order */
+        memcpy(bc.buf + off, data, len);
+        bc.have = off + len;
+        return;
+    }
+    uint64_t k = args[4] ? off / args[4] : 64;
+    if (args[4] != bc.chunk || k >= 64 || (bc.have_bits >> k & 1))
+        return; /* a duplicate (a broadcast packet and its resend) */
+    memcpy(bc.buf + off, data, len);
+    bc.have_bits |= 1ull << k;
+    bc.have = bc_prefix();
+}
+
+static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    if (nargs != BC_NARGS || args[0] < bc.epoch || (args[0] == bc.epoch && !bc.active))
+        return; /* malformed, or of a broadcast finished here */
+    int src = shoal_token_source(tok);
+    if (bc.active && args[0] == bc.epoch) {
+        bc_take(src, args, buf, n);
+        return;
+    }
+    struct bc_early *e = malloc(sizeof *e + n);
+    if (!e)
+        util_fatal("out of memory for a %zu-byte piece of broadcast #%llu", n, (unsigned long long)args[0]);
+    e->next = NULL;
+    e->src = src;
+    memcpy(e->args, args, sizeof e->args);
+    e->len = n;
+    memcpy(e->data, buf, n);
+    *bc.early_tail = e;
+    bc.early_tail = &e->next;
+}
+
+static void bc_ack(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)buf, (void)n;
+    int src = shoal_token_source(tok);
+    if (nargs != 2 || src < 0)
+        return;
+    if (!args[1]) {
+        if (bc.active && args[0] == bc.epoch && bc.root == am.rank)
+            bc.acks++;
+        return;
+    }
+    if (!bc.nack_epoch) {
+        bc.nack_epoch = calloc((size_t)am.nranks, sizeof *bc.nack_epoch);
+        bc.nack_bits = calloc((size_t)am.nranks, sizeof *bc.nack_bits);
+        if (!bc.nack_epoch || !bc.nack_bits)
+            util_fatal("out of memory for the broadcast's table of %d ranks", am.nranks);
+    }
+    bc.nack_epoch[src] = args[0];
+    bc.nack_bits[src] = args[1];
+}
+
+void coll_bcast_init(void)
+{
+    am_register_internal(COLL_H_BCAST, bc_piece);
+    am_register_internal(COLL_H_BCAST_ACK, bc_ack);
+}
+
+void coll_bcast_fini(void)
+{
+    while (bc.early) {
+        struct bc_early *e = bc.early;
+        bc.early = e->next;
+        free(e);
+    }
+    free(bc.nack_epoch);
+    free(bc.nack_bits);
+    memset(&bc, 0, sizeof bc);
+    bc.early_tail = &bc.early;
+}
+
+/* Pieces of this broadcast that arrived before this rank reached it. */
+static void bc_take_early(void)
+{
+    bc.early_tail = &bc.early;
+    for (struct bc_early **p = &bc.early; *p;) {
+        struct bc_early *e = *p;
+        if (e->args[0] != bc.epoch) {
+            bc.early_tail = &e->next;
+            p = &e->next;
+            continue;
+        }
+        *p = e->next;
+        bc_take(e->src, e->args, e->data, e->len);
+        free(e);
+    }
+}
+
+/* ---- who sends to whom -------------------------------------------------- */
+
+struct bc_child {
+    int rank;
+    size_t piece; /* bytes per message to it */
+    size_t sent;
+};
+
+struct bc_plan {
+    int native;   /* the sources get broadcast packets */
+    int source;   /* this rank is its host's source */
+    int nsources; /* hosts */
+    struct bc_child child[BC_MAX_CHILDREN];
+    int nchildren;
+};
+
+/* Children of index i in a binomial tree of m members, farthest first. */
+static void bc_tree_children(struct bc_plan *p, const int *members, int m, int i)
+{
+    int top = 1;
+    while (top < m)
+        top <<= 1;
+    for (int d = top; d >= 1; d >>= 1)
+        if (d > i && i + d < m && p->nchildren < BC_MAX_CHILDREN) {
+            int r = members[i + d];
+            p->child[p->nchildren++] = (struct bc_child){
+                .rank = r, .piece = am_is_remote(r) ? am_net_medium_in_one(BC_NARGS) : am.max_medium};
+        }
+}
+
+/* The members of a tree rooted at `first`, then `others` but first's. */
+static int bc_members(int *out, int first, const int *others, int n, int skip)
+{
+    int m = 0;
+    out[m++] = first;
+    for (int i = 0; i < n; i++)
+        if (others[i] != skip)
+            out[m++] = others[i];
+    return m;
+}
+
+static int bc_index(const int *members, int m, int rank)
+{
+    for (int i = 0; i < m; i++)
+        if (members[i] == rank)
+            return i;
+    return -1;
+}
+
+/* The host sources (root first, then every other host's leader), this
+ * rank's place among them and on its host, and so its children. */
+static void bc_plan(struct bc_plan *p, int root, size_t n, int *members)
+{
+    int nleaders;
+    const int *leaders = coll_leaders(&nleaders);
+    int root_leader = root;
+    for (int i = 0; i < nleaders; i++)
+        if (leaders[i] == root || boot_shm_peers(leaders[i], root))
+            root_leader = leaders[i];
+    memset(p, 0, sizeof *p);
+    p->nsources = bc_members(members, root, leaders, nleaders, root_leader);
+    p->native = coll_use_broadcast() && n > 0 && n <= BC_NATIVE_PACKETS * am_net_medium_in_one(BC_NARGS);
+    int si = bc_index(members, p->nsources, am.rank);
+    p->source = si >= 0;
+    if (si >= 0 && !p->native)
+        bc_tree_children(p, members, p->nsources, si);
+    /* on this host, from its source: the root, or the host's leader */
+    int src = !am_is_remote(root) ? root : am.shm->local[0];
+    int m = bc_members(members, src, am.shm->local, am.shm->nlocal, src);
+    bc_tree_children(p, members, m, bc_index(members, m, am.rank));
+}
+
+/* ---- moving the bytes ---------------------------------------------------- */
+
+static void bc_send(int dest, size_t off, size_t len, unsigned flags, size_t chunk)
+{
+    uint64_t args[BC_NARGS] = {bc.epoch, off, bc.n, (uint64_t)bc.root | (uint64_t)flags << 32, chunk};
+    int rc = flags & BC_VIA_BROADCAST ? am_bcast_internal(COLL_H_BCAST, BC_NARGS, args, bc.buf + off, len)
+                                      : am_request_internal(dest, COLL_H_BCAST, 0, bc.buf + off, len, BC_NARGS, args);
+    if (rc)
+        util_fatal("shoal_broadcast: cannot reach rank %d: %s", dest, shoal_strerror(rc));
+}
+
+/* Sends each child what this rank holds and the child lacks; 1 when every
+ * child has everything. */
+static int bc_forward(struct bc_plan *p)
+{
+    int done = 1;
+    for (int i = 0; i < p->nchildren; i++) {
+        struct bc_child *c = &p->child[i];
+        while (c->sent < bc.have) {
+            size_t len = bc.have - c->sent < c->piece ? bc.have - c->sent : c->piece;
+            bc_send(c->rank, c->sent, len, 0, 0);
+            c->sent += len;
+        }
+        done &= c->sent == bc.n;
+    }
+    return done;
+}
+
+/* Root with broadcast packets: resends what a source asked for. */
+static void bc_serve_nacks(void)
+{
+    for (int r = 0; bc.nack_epoch && r < am.nranks; r++) {
+        if (bc.nack_epoch[r] != bc.epoch || !bc.nack_bits[r])
+            continue;
+        uint64_t bits = bc.nack_bits[r];
+        bc.nack_bits[r] = 0;
+        for (unsigned k = 0; k < 64 && k * bc.chunk < bc.n; k++)
+            if (bits >> k & 1) {
+                size_t off = k * bc.chunk, len = bc.n - off < bc.chunk ? bc.n - off : bc.chunk;
+                bc_send(r, off, len, 0, bc.chunk);
+                am.stats.bcast_resent++;
+            }
+    }
+}
+
+static void bc_send_ack(uint64_t missing)
+{
+    uint64_t args[2] = {bc.epoch, missing};
+    int rc = am_request_internal(bc.root, COLL_H_BCAST_ACK, 0, NULL, 0, 2, args);
+    if (rc)
+        util_fatal("shoal_broadcast: cannot reach root rank %d: %s", bc.root, shoal_strerror(rc));
+}
+
+static void bc_run(struct bc_plan *p)
+{
+    size_t nchunks = 0;
+    if (p->native) {
+        bc.chunk = am_net_medium_in_one(BC_NARGS);
+        nchunks = (bc.n + bc.chunk - 1) / bc.chunk;
+        bc.taker = p->source && am.rank != bc.root;
+    }
+    if (am.rank == bc.root) {
+        bc.have = bc.n;
+        for (size_t k = 0; k < nchunks; k++)
+            bc_send(-1, k * bc.chunk, bc.n - k * bc.chunk < bc.chunk ? bc.n - k * bc.chunk : bc.chunk,
+                    BC_VIA_BROADCAST, bc.chunk);
+        am.stats.bcast_packets += nchunks;
+    }
+    bc_take_early();
+    uint64_t nack_at = bc.taker ? util_now_ns() + BC_NACK_NS : 0;
+    int acked = !bc.taker;
+    int waiting_acks = am.rank == bc.root && p->native ? p->nsources - 1 : 0;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    for (;;) {
+        if (!acked && bc.have == bc.n) {
+            bc_send_ack(0);
+            acked = 1;
+        }
+        if (bc_forward(p) && bc.have == bc.n && acked && bc.acks >= waiting_acks)
+            break;
+        if (waiting_acks)
+            bc_serve_nacks();
+        if (nack_at && !acked && util_now_ns() >= nack_at) {
+            uint64_t all = nchunks == 64 ? ~0ull : (1ull << nchunks) - 1;
+            bc_send_ack(all & ~bc.have_bits);
+            nack_at = 0;
+        }
+        am_progress_wait(&b, 0);
+    }
+}
+
+int shoal_broadcast(void *buf, size_t n, int root)
+{
+    if (am.rank < 0)
+        return SHOAL_ENOTINIT;
+    if (root < 0 || root >= am.nranks)
+        return SHOAL_ERANK;
+    if (!buf && n)
+        return SHOAL_EINVAL;
+    int rc = am_blocking_allowed("shoal_broadcast");
+    if (rc)
+        return rc;
+    int *members = malloc((size_t)am.nranks * sizeof *members);
+    if (!members)
+        return SHOAL_ENOMEM;
+    struct bc_plan p;
+    bc_plan(&p, root, n, members);
+    free(members);
+    bc.epoch++;
+    bc.active = 1;
+    bc.buf = buf;
+    bc.n = n;
+    bc.root = root;
+    bc.taker = 0;
+    bc.chunk = 0;
+    bc.have_bits = 0;
+    bc.have = 0;
+    bc.acks = 0;
+    if (p.native)
+        coll_listen(1);
+    bc_run(&p);
+    if (p.native)
+        coll_listen(0);
+    bc.active = 0;
+    am.stats.broadcasts++;
+    return SHOAL_OK;
+}

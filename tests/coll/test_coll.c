@@ -1,0 +1,134 @@
+/* Collective tests, run through shoalrun (any transport, any layout):
+ *   bcast     every root broadcasts payloads from 0 bytes to past 1 MiB
+ *             (one packet, several, the shm medium limit and beyond); then
+ *             a burst of broadcasts from rotating roots with no barrier
+ *             between, so pieces of the next one arrive early; every
+ *             byte checked on every rank.  TEST_EXPECT_NATIVE=0|1 also
+ *             checks whether the job crosses hosts with the network's
+ *             broadcast, and TEST_EXPECT_RESENT=1 (under heavy loss) that
+ *             lost broadcast packets were recovered by resends;
+ *             TEST_BCAST_MAX=N leaves out the sizes above N bytes;
+ *   misuse    bad root, NULL buffer, a call from a handler: error codes,
+ *             nothing sent; the job goes on;
+ *   mismatch  rank 1 passes another length than the root: the job must
+ *             end naming both (checked by the test's expected output). */
+#include "coll/coll.h"
+#include "shoal.h"
+#include "../common/check.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { H_TRY = 1 };
+static int me, np;
+static volatile uint64_t tried;
+static int try_rc;
+
+static unsigned char pat(uint64_t tag, size_t i) { return (unsigned char)(tag * 151u + i * 13u + (i >> 9)); }
+
+/* One broadcast of n bytes from root, tagged: checked everywhere. */
+static void one(unsigned char *buf, size_t n, int root, uint64_t tag)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = me == root ? pat(tag, i) : 0xee;
+    CHECK_RC(shoal_broadcast(buf, n, root), SHOAL_OK);
+    for (size_t i = 0; i < n; i++)
+        CHECK(buf[i] == pat(tag, i), "broadcast %llu from rank %d, %zu bytes: byte %zu is %u, expected %u",
+              (unsigned long long)tag, root, n, i, buf[i], pat(tag, i));
+}
+
+static void test_bcast(void)
+{
+    static const size_t sizes[] = {0, 1, 8, 100, 1371, 1500, 4096, 9000, 65000, 65536, 65537, 300000,
+                                   (1u << 20) + 3};
+    const size_t nsizes = sizeof sizes / sizeof sizes[0];
+    const char *max = getenv("TEST_BCAST_MAX");
+    size_t limit = max ? strtoul(max, NULL, 10) : SIZE_MAX;
+    unsigned char *buf = malloc(sizes[nsizes - 1]);
+    CHECK(buf, "out of memory");
+    uint64_t tag = 0, calls = 0;
+    for (int root = 0; root < np; root++)
+        for (size_t s = 0; s < nsizes && sizes[s] <= limit; s++, calls++)
+            one(buf, sizes[s], root, ++tag);
+    /* back to back: a fast root's next broadcast reaches ranks still in this one */
+    for (unsigned k = 0; k < 200; k++, calls++)
+        one(buf, 8 + (k % 5) * 700, (int)(k % (unsigned)np), ++tag);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct shoal_stats st;
+    CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
+    CHECK(st.broadcasts == calls, "stats count %llu broadcasts, made %llu", (unsigned long long)st.broadcasts,
+          (unsigned long long)calls);
+    const char *native = getenv("TEST_EXPECT_NATIVE");
+    if (native)
+        CHECK(coll_use_broadcast() == atoi(native), "the network's broadcast is %s, expected %s",
+              coll_use_broadcast() ? "used" : "not used", atoi(native) ? "used" : "not");
+    if (native && atoi(native) && me == 0)
+        CHECK(st.bcast_packets > 0, "rank 0 sent no broadcast packet");
+    if (getenv("TEST_EXPECT_RESENT") && me == 0)
+        CHECK(st.bcast_resent > 0, "no lost broadcast packet was resent (%llu sent)",
+              (unsigned long long)st.bcast_packets);
+    if (me == 0)
+        printf("bcast: %llu broadcasts on %d ranks, rank 0 sent %llu as broadcast packets, resent %llu\n",
+               (unsigned long long)calls, np, (unsigned long long)st.bcast_packets,
+               (unsigned long long)st.bcast_resent);
+    free(buf);
+}
+
+/* A handler may not block: shoal_broadcast from one fails. */
+static void try_in_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)n, (void)a, (void)na;
+    uint64_t x = 0;
+    try_rc = shoal_broadcast(&x, sizeof x, 0);
+    tried++;
+}
+
+static void test_misuse(void)
+{
+    uint64_t x = 7;
+    CHECK_RC(shoal_broadcast(&x, sizeof x, -1), SHOAL_ERANK);
+    CHECK_RC(shoal_broadcast(&x, sizeof x, np), SHOAL_ERANK);
+    CHECK_RC(shoal_broadcast(NULL, 8, 0), SHOAL_EINVAL);
+    CHECK_RC(shoal_am_request_short(me, H_TRY, 0, 0, NULL), SHOAL_OK);
+    double t0 = test_now();
+    while (!tried) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, 30, "the handler to run");
+    }
+    CHECK_RC(try_rc, SHOAL_EHANDLER);
+    /* none of them counted or sent anything: a real one still works */
+    x = me == np - 1 ? 42 : 0;
+    CHECK_RC(shoal_broadcast(&x, sizeof x, np - 1), SHOAL_OK);
+    CHECK(x == 42, "value %llu after the broadcast", (unsigned long long)x);
+}
+
+static void test_mismatch(void)
+{
+    uint64_t x[2] = {1, 2};
+    shoal_broadcast(x, me == 1 ? 16 : 8, 0);
+    CHECK(np < 2, "a broadcast of mismatched lengths returned");
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t early = 0;
+    CHECK_RC(shoal_broadcast(&early, sizeof early, 0), SHOAL_ENOTINIT);
+    CHECK_RC(shoal_am_register(H_TRY, try_in_handler), SHOAL_OK);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
+    me = shoal_rank();
+    np = shoal_size();
+    CHECK(argc == 2, "usage: test_coll bcast|misuse|mismatch");
+    if (!strcmp(argv[1], "bcast"))
+        test_bcast();
+    else if (!strcmp(argv[1], "misuse"))
+        test_misuse();
+    else if (!strcmp(argv[1], "mismatch"))
+        test_mismatch();
+    else
+        CHECK(0, "unknown test %s", argv[1]);
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+    return 0;
+}
