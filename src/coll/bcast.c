@@ -11,12 +11,14 @@
  * Where a broadcast is one packet on the network (coll_use_broadcast: eth,
  * or udp with a subnet broadcast address) and the payload fits in
  * BC_NATIVE_PACKETS of them, the root instead sends each chunk once as a
- * broadcast packet, which every host source takes (GAMMA, seed 001 §6).
- * Those packets may be lost: a source still missing chunks BC_NACK_NS
- * after it began waiting asks the root once (reliable NACK with the bitmap
- * of what it lacks) and the root sends those chunks as reliable messages.
- * Each source acknowledges when complete; the root returns only when every
- * source has, so its buffer is still there for resends.
+ * broadcast packet, which every host source takes (GAMMA, seed 001 §6),
+ * keeps a copy and returns.  Those packets may be lost: a source still
+ * missing chunks BC_NACK_NS after it began waiting asks the root (a
+ * reliable NACK with the bitmap of what it lacks), and the root's handler
+ * answers with the first missing chunk as a reliable reply, from its copy;
+ * the source asks again until it holds everything.  Each source then
+ * acknowledges, and the root frees its copy once every source has; its
+ * next broadcast with packets waits for that first.
  *
  * Broadcasts are numbered (every rank calls them in the same order).
  * Pieces of a broadcast this rank has not reached are kept until it does;
@@ -36,7 +38,12 @@ enum {
     COLL_H_BCAST = AM_INTERNAL_BASE + 6, /* a piece: (epoch, offset, total, root | flags, chunk) */
     COLL_H_BCAST_ACK,                    /* to the root: (epoch, chunks missing); none missing: complete */
 };
-enum { BC_NARGS = 5, BC_VIA_BROADCAST = 1 };
+enum { BC_NARGS = 5 };
+enum bc_flags { /* argument 3, above the root */
+    BC_VIA_BROADCAST = 1, /* sent as a broadcast packet */
+    BC_RESENT = 2,        /* the root's answer to a NACK: a chunk */
+    BC_NOT_YET = 4,       /* the root's answer to a NACK: it has not started that broadcast */
+};
 #define BC_NATIVE_PACKETS 8u /* the largest payload sent as broadcast packets, in packets */
 #define BC_NACK_NS 2000000ull
 #define BC_MAX_CHILDREN 64
@@ -59,8 +66,14 @@ static struct {
     size_t chunk;       /* with broadcast packets: bytes per packet (0: trees only) */
     uint64_t have_bits; /* taker: chunks held */
     size_t have;        /* bytes held from the start of the buffer */
-    int acks;           /* root: sources complete */
-    uint64_t *nack_epoch, *nack_bits; /* root: [rank] the chunks it asked for, in which broadcast */
+    int asking;         /* taker: a NACK is unanswered */
+    uint64_t ask_at;    /* taker: when to ask for what is missing */
+    struct {            /* root: the copy of its last broadcast sent as packets */
+        unsigned char *data;
+        uint64_t epoch;
+        size_t n, chunk;
+        int acks, sources;
+    } kept;
     struct bc_early *early, **early_tail;
 } bc = {.early_tail = &bc.early};
 
@@ -85,11 +98,18 @@ static size_t bc_prefix(void)
 static void bc_take(int src, const uint64_t *args, const void *data, size_t len)
 {
     uint64_t off = args[1], total = args[2], root = args[3] & 0xffffffffu;
+    unsigned flags = (unsigned)(args[3] >> 32);
+    if (flags & (BC_RESENT | BC_NOT_YET)) { /* an answer to a NACK: ask again at once, or later */
+        bc.asking = 0;
+        bc.ask_at = util_now_ns() + (flags & BC_NOT_YET ? BC_NACK_NS : 0);
+        if (flags & BC_NOT_YET)
+            return;
+    }
     if (total != bc.n)
         bc_fail("a length of", src, total, bc.n);
     if (root != (uint64_t)bc.root)
         bc_fail("root", src, root, (uint64_t)bc.root);
-    if ((args[3] >> 32 & BC_VIA_BROADCAST) && !bc.taker)
+    if ((flags & BC_VIA_BROADCAST) && !bc.taker)
         return; /* this host's source forwards it here */
     if (off > bc.n || len > bc.n - off) {
         am.stats.dropped++;
@@ -129,25 +149,32 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
     bc.early_tail = &e->next;
 }
 
+/* A source's ACK (no chunk missing) or NACK, at the root. */
 static void bc_ack(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
     (void)buf, (void)n;
-    int src = shoal_token_source(tok);
-    if (nargs != 2 || src < 0)
+    if (nargs != 2)
         return;
+    int have = bc.kept.data && args[0] == bc.kept.epoch;
     if (!args[1]) {
-        if (bc.active && args[0] == bc.epoch && bc.root == am.rank)
-            bc.acks++;
+        if (have && ++bc.kept.acks == bc.kept.sources) {
+            free(bc.kept.data);
+            bc.kept.data = NULL;
+        }
         return;
     }
-    if (!bc.nack_epoch) {
-        bc.nack_epoch = calloc((size_t)am.nranks, sizeof *bc.nack_epoch);
-        bc.nack_bits = calloc((size_t)am.nranks, sizeof *bc.nack_bits);
-        if (!bc.nack_epoch || !bc.nack_bits)
-            util_fatal("out of memory for the broadcast's table of %d ranks", am.nranks);
-    }
-    bc.nack_epoch[src] = args[0];
-    bc.nack_bits[src] = args[1];
+    /* the first chunk missing; or, for a broadcast not started here yet, none */
+    unsigned k = (unsigned)__builtin_ctzll(args[1]);
+    size_t off = have ? k * bc.kept.chunk : 0;
+    if (have && off >= bc.kept.n)
+        return;
+    size_t len = !have ? 0 : bc.kept.n - off < bc.kept.chunk ? bc.kept.n - off : bc.kept.chunk;
+    uint64_t a[BC_NARGS] = {args[0], off, have ? bc.kept.n : 0,
+                            (uint64_t)am.rank | (uint64_t)(have ? BC_RESENT : BC_NOT_YET) << 32,
+                            have ? bc.kept.chunk : 0};
+    if (am_reply_internal(tok, COLL_H_BCAST, have ? bc.kept.data + off : NULL, len, BC_NARGS, a) == SHOAL_OK &&
+        have)
+        am.stats.bcast_resent++;
 }
 
 void coll_bcast_init(void)
@@ -163,8 +190,7 @@ void coll_bcast_fini(void)
         bc.early = e->next;
         free(e);
     }
-    free(bc.nack_epoch);
-    free(bc.nack_bits);
+    free(bc.kept.data);
     memset(&bc, 0, sizeof bc);
     bc.early_tail = &bc.early;
 }
@@ -286,23 +312,6 @@ static int bc_forward(struct bc_plan *p)
     return done;
 }
 
-/* Root with broadcast packets: resends what a source asked for. */
-static void bc_serve_nacks(void)
-{
-    for (int r = 0; bc.nack_epoch && r < am.nranks; r++) {
-        if (bc.nack_epoch[r] != bc.epoch || !bc.nack_bits[r])
-            continue;
-        uint64_t bits = bc.nack_bits[r];
-        bc.nack_bits[r] = 0;
-        for (unsigned k = 0; k < 64 && k * bc.chunk < bc.n; k++)
-            if (bits >> k & 1) {
-                size_t off = k * bc.chunk, len = bc.n - off < bc.chunk ? bc.n - off : bc.chunk;
-                bc_send(r, off, len, 0, bc.chunk);
-                am.stats.bcast_resent++;
-            }
-    }
-}
-
 static void bc_send_ack(uint64_t missing)
 {
     uint64_t args[2] = {bc.epoch, missing};
@@ -311,41 +320,68 @@ static void bc_send_ack(uint64_t missing)
         util_fatal("shoal_broadcast: cannot reach root rank %d: %s", bc.root, shoal_strerror(rc));
 }
 
+/* Root with broadcast packets: keeps a copy for the sources that miss a
+ * packet (after the previous copy's sources have all acknowledged), sends
+ * each chunk once to every host. */
+static void bc_send_packets(const struct bc_plan *p)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (bc.kept.data)
+        am_progress_wait(&b, 0);
+    if (!(bc.kept.data = malloc(bc.n)))
+        util_fatal("out of memory for a copy of a %zu-byte broadcast", bc.n);
+    memcpy(bc.kept.data, bc.buf, bc.n);
+    bc.kept.epoch = bc.epoch;
+    bc.kept.n = bc.n;
+    bc.kept.chunk = bc.chunk;
+    bc.kept.acks = 0;
+    bc.kept.sources = p->nsources - 1;
+    for (size_t off = 0; off < bc.n; off += bc.chunk)
+        bc_send(-1, off, bc.n - off < bc.chunk ? bc.n - off : bc.chunk, BC_VIA_BROADCAST, bc.chunk);
+    am.stats.bcast_packets += (bc.n + bc.chunk - 1) / bc.chunk;
+}
+
+/* A source that takes broadcast packets: acknowledges once complete, and
+ * until then asks for what is missing, BC_NACK_NS after it began waiting
+ * and again as each answer comes. */
+static void bc_taker_step(int *acked)
+{
+    if (bc.have == bc.n) {
+        if (!*acked)
+            bc_send_ack(0);
+        *acked = 1;
+        return;
+    }
+    if (bc.asking || util_now_ns() < bc.ask_at)
+        return;
+    size_t nchunks = (bc.n + bc.chunk - 1) / bc.chunk;
+    uint64_t all = nchunks == 64 ? ~0ull : (1ull << nchunks) - 1;
+    bc.asking = 1;
+    bc_send_ack(all & ~bc.have_bits);
+}
+
 static void bc_run(struct bc_plan *p)
 {
-    size_t nchunks = 0;
     if (p->native) {
         bc.chunk = am_net_medium_in_one(BC_NARGS);
-        nchunks = (bc.n + bc.chunk - 1) / bc.chunk;
         bc.taker = p->source && am.rank != bc.root;
+        bc.ask_at = util_now_ns() + BC_NACK_NS;
     }
     if (am.rank == bc.root) {
         bc.have = bc.n;
-        for (size_t k = 0; k < nchunks; k++)
-            bc_send(-1, k * bc.chunk, bc.n - k * bc.chunk < bc.chunk ? bc.n - k * bc.chunk : bc.chunk,
-                    BC_VIA_BROADCAST, bc.chunk);
-        am.stats.bcast_packets += nchunks;
+        if (p->native)
+            bc_send_packets(p);
     }
     bc_take_early();
-    uint64_t nack_at = bc.taker ? util_now_ns() + BC_NACK_NS : 0;
     int acked = !bc.taker;
-    int waiting_acks = am.rank == bc.root && p->native ? p->nsources - 1 : 0;
     struct util_backoff b;
     util_backoff_init(&b);
     for (;;) {
-        if (!acked && bc.have == bc.n) {
-            bc_send_ack(0);
-            acked = 1;
-        }
-        if (bc_forward(p) && bc.have == bc.n && acked && bc.acks >= waiting_acks)
+        if (bc.taker)
+            bc_taker_step(&acked);
+        if (bc_forward(p) && bc.have == bc.n && acked)
             break;
-        if (waiting_acks)
-            bc_serve_nacks();
-        if (nack_at && !acked && util_now_ns() >= nack_at) {
-            uint64_t all = nchunks == 64 ? ~0ull : (1ull << nchunks) - 1;
-            bc_send_ack(all & ~bc.have_bits);
-            nack_at = 0;
-        }
         am_progress_wait(&b, 0);
     }
 }
@@ -376,7 +412,7 @@ int shoal_broadcast(void *buf, size_t n, int root)
     bc.chunk = 0;
     bc.have_bits = 0;
     bc.have = 0;
-    bc.acks = 0;
+    bc.asking = 0;
     if (p.native)
         coll_listen(1);
     bc_run(&p);
