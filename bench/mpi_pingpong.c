@@ -9,6 +9,10 @@
  *            GB/s per size ("bw").
  *   rate     the same stream with 8-byte messages; million messages per
  *            second ("rate").
+ *   bcast    back-to-back MPI_Bcast, the root rotating over the ranks (rank
+ *            i mod N for the i-th): a root cannot start before the previous
+ *            broadcast reached it, so the mean time per call is the latency
+ *            to deliver to one rank ("bcast_lat", per size), as shoal_bench's.
  *   barrier  mean time of back-to-back MPI_Barrier calls ("barrier_lat").
  *            A barrier synchronizes, so consecutive calls cannot overlap and
  *            the loop mean is the already-synchronized case of seed 001
@@ -71,9 +75,9 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (bench_parse(argc, argv, &o, "lat bw rate barrier") < 0)
+    if (bench_parse(argc, argv, &o, "lat bw rate barrier bcast") < 0)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    if (nranks != 2 && strcmp(o.test, "barrier") != 0)
+    if (nranks != 2 && strcmp(o.test, "barrier") != 0 && strcmp(o.test, "bcast") != 0)
         bench_die("%s needs exactly 2 ranks", o.test);
     bench_pin_if_unpinned(rank);
 
@@ -118,6 +122,20 @@ int main(int argc, char **argv)
             if (rank == 0)
                 bench_emit(&o, is_rate ? "rate" : "bw", s, nranks,
                            is_rate ? "Mmsg/s" : "GB/s", n, v, o.batches);
+        }
+    } else if (strcmp(o.test, "bcast") == 0) {
+        for (size_t s = o.min_size; s <= o.max_size; s *= 2) {
+            long n = bench_iters_for(&o, s) / 4 + 1;
+            for (b = -1; b < o.batches; b++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = bench_now();
+                for (long i = 0; i < n; i++)
+                    MPI_Bcast(buf, (int)s, MPI_BYTE, (int)(i % nranks), MPI_COMM_WORLD);
+                if (b >= 0)
+                    v[b] = (bench_now() - t0) / (double)n * 1e6;
+            }
+            if (rank == 0)
+                bench_emit(&o, "bcast_lat", s, nranks, "us", n, v, o.batches);
         }
     } else {
         for (b = -1; b < o.batches; b++) {

@@ -406,6 +406,17 @@ SHOAL_API int shoal_barrier(void);
  * this rank's buf is complete (the root: when it may reuse buf).
  * SHOAL_ERANK, SHOAL_EINVAL (buf NULL with n > 0), SHOAL_EHANDLER. */
 SHOAL_API int shoal_broadcast(void *buf, size_t n, int root);
+/* Element-wise reduction of count 8-byte elements of `type` (enum
+ * shoal_atype) over every rank's `in`: into root's `out` (shoal_reduce;
+ * out unused elsewhere) or every rank's (shoal_allreduce, identical bits on
+ * every rank).  AND/OR/XOR: integer types only.  in and out may be the
+ * same buffer.  Every rank passes the same count, type, op (and root).
+ * SHOAL_ERANK, SHOAL_EINVAL, SHOAL_EHANDLER. */
+enum shoal_rop { SHOAL_ROP_SUM, SHOAL_ROP_MIN, SHOAL_ROP_MAX, SHOAL_ROP_AND, SHOAL_ROP_OR, SHOAL_ROP_XOR };
+SHOAL_API int shoal_reduce(const void *in, void *out, size_t count, enum shoal_atype type, enum shoal_rop op,
+                           int root);
+SHOAL_API int shoal_allreduce(const void *in, void *out, size_t count, enum shoal_atype type,
+                              enum shoal_rop op);
 
 /* ---- statistics ---------------------------------------------------------- */
 struct shoal_stats {
@@ -417,6 +428,7 @@ struct shoal_stats {
     uint64_t broadcasts;      /* shoal_broadcast calls */
     uint64_t bcast_packets;   /* as root: chunks sent as one broadcast packet to every host */
     uint64_t bcast_resent;    /* as root: chunks resent reliably to a host that missed the packet */
+    uint64_t reductions;      /* shoal_reduce and shoal_allreduce calls */
     uint64_t rma_direct;      /* commands this rank executed on mapped memory */
     uint64_t rma_remote;      /* commands this rank sent for a target to execute */
     uint64_t rma_executed;    /* commands this rank executed for peers */

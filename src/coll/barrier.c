@@ -90,6 +90,7 @@ void coll_init(void)
     am_register_internal(COLL_H_RELEASE, coll_release);
     am_register_internal(COLL_H_QUERY, coll_query);
     coll_bcast_init();
+    coll_reduce_init();
 }
 
 void coll_fini(void)
@@ -98,6 +99,7 @@ void coll_fini(void)
     free(bb.asked);
     memset(&bb, 0, sizeof bb);
     coll_bcast_fini();
+    coll_reduce_fini();
 }
 
 static void coll_send(int peer, unsigned handler, uint64_t epoch)

@@ -46,15 +46,6 @@ enum bc_flags { /* argument 3, above the root */
 };
 #define BC_NATIVE_PACKETS 8u /* the largest payload sent as broadcast packets, in packets */
 #define BC_NACK_NS 2000000ull
-#define BC_MAX_CHILDREN 64
-
-struct bc_early { /* a piece of a broadcast this rank has not reached */
-    struct bc_early *next;
-    int src;
-    uint64_t args[BC_NARGS];
-    size_t len;
-    unsigned char data[];
-};
 
 static struct {
     uint64_t epoch;     /* the broadcast in progress, or the last one finished */
@@ -74,8 +65,8 @@ static struct {
         size_t n, chunk;
         int acks, sources;
     } kept;
-    struct bc_early *early, **early_tail;
-} bc = {.early_tail = &bc.early};
+    struct coll_stash early; /* pieces of broadcasts this rank has not reached */
+} bc;
 
 static void bc_fail(const char *what, int src, uint64_t theirs, uint64_t mine)
 {
@@ -137,16 +128,7 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
         bc_take(src, args, buf, n);
         return;
     }
-    struct bc_early *e = malloc(sizeof *e + n);
-    if (!e)
-        util_fatal("out of memory for a %zu-byte piece of broadcast #%llu", n, (unsigned long long)args[0]);
-    e->next = NULL;
-    e->src = src;
-    memcpy(e->args, args, sizeof e->args);
-    e->len = n;
-    memcpy(e->data, buf, n);
-    *bc.early_tail = e;
-    bc.early_tail = &e->next;
+    coll_stash_keep(&bc.early, src, args, nargs, buf, n);
 }
 
 /* A source's ACK (no chunk missing) or NACK, at the root. */
@@ -185,31 +167,9 @@ void coll_bcast_init(void)
 
 void coll_bcast_fini(void)
 {
-    while (bc.early) {
-        struct bc_early *e = bc.early;
-        bc.early = e->next;
-        free(e);
-    }
+    coll_stash_free(&bc.early);
     free(bc.kept.data);
     memset(&bc, 0, sizeof bc);
-    bc.early_tail = &bc.early;
-}
-
-/* Pieces of this broadcast that arrived before this rank reached it. */
-static void bc_take_early(void)
-{
-    bc.early_tail = &bc.early;
-    for (struct bc_early **p = &bc.early; *p;) {
-        struct bc_early *e = *p;
-        if (e->args[0] != bc.epoch) {
-            bc.early_tail = &e->next;
-            p = &e->next;
-            continue;
-        }
-        *p = e->next;
-        bc_take(e->src, e->args, e->data, e->len);
-        free(e);
-    }
 }
 
 /* ---- who sends to whom -------------------------------------------------- */
@@ -221,67 +181,20 @@ struct bc_child {
 };
 
 struct bc_plan {
-    int native;   /* the sources get broadcast packets */
-    int source;   /* this rank is its host's source */
-    int nsources; /* hosts */
-    struct bc_child child[BC_MAX_CHILDREN];
-    int nchildren;
+    int native; /* the sources get broadcast packets */
+    struct coll_tree tree;
+    struct bc_child child[COLL_MAX_CHILDREN];
 };
 
-/* Children of index i in a binomial tree of m members, farthest first. */
-static void bc_tree_children(struct bc_plan *p, const int *members, int m, int i)
+static int bc_plan(struct bc_plan *p, int root, size_t n)
 {
-    int top = 1;
-    while (top < m)
-        top <<= 1;
-    for (int d = top; d >= 1; d >>= 1)
-        if (d > i && i + d < m && p->nchildren < BC_MAX_CHILDREN) {
-            int r = members[i + d];
-            p->child[p->nchildren++] = (struct bc_child){
-                .rank = r, .piece = am_is_remote(r) ? am_net_medium_in_one(BC_NARGS) : am.max_medium};
-        }
-}
-
-/* The members of a tree rooted at `first`, then `others` but first's. */
-static int bc_members(int *out, int first, const int *others, int n, int skip)
-{
-    int m = 0;
-    out[m++] = first;
-    for (int i = 0; i < n; i++)
-        if (others[i] != skip)
-            out[m++] = others[i];
-    return m;
-}
-
-static int bc_index(const int *members, int m, int rank)
-{
-    for (int i = 0; i < m; i++)
-        if (members[i] == rank)
-            return i;
-    return -1;
-}
-
-/* The host sources (root first, then every other host's leader), this
- * rank's place among them and on its host, and so its children. */
-static void bc_plan(struct bc_plan *p, int root, size_t n, int *members)
-{
-    int nleaders;
-    const int *leaders = coll_leaders(&nleaders);
-    int root_leader = root;
-    for (int i = 0; i < nleaders; i++)
-        if (leaders[i] == root || boot_shm_peers(leaders[i], root))
-            root_leader = leaders[i];
     memset(p, 0, sizeof *p);
-    p->nsources = bc_members(members, root, leaders, nleaders, root_leader);
     p->native = coll_use_broadcast() && n > 0 && n <= BC_NATIVE_PACKETS * am_net_medium_in_one(BC_NARGS);
-    int si = bc_index(members, p->nsources, am.rank);
-    p->source = si >= 0;
-    if (si >= 0 && !p->native)
-        bc_tree_children(p, members, p->nsources, si);
-    /* on this host, from its source: the root, or the host's leader */
-    int src = !am_is_remote(root) ? root : am.shm->local[0];
-    int m = bc_members(members, src, am.shm->local, am.shm->nlocal, src);
-    bc_tree_children(p, members, m, bc_index(members, m, am.rank));
+    int rc = coll_tree(&p->tree, root, !p->native);
+    for (int i = 0; i < p->tree.nchildren; i++)
+        p->child[i] = (struct bc_child){.rank = p->tree.children[i],
+                                        .piece = coll_piece(p->tree.children[i], BC_NARGS)};
+    return rc;
 }
 
 /* ---- moving the bytes ---------------------------------------------------- */
@@ -300,7 +213,7 @@ static void bc_send(int dest, size_t off, size_t len, unsigned flags, size_t chu
 static int bc_forward(struct bc_plan *p)
 {
     int done = 1;
-    for (int i = 0; i < p->nchildren; i++) {
+    for (int i = 0; i < p->tree.nchildren; i++) {
         struct bc_child *c = &p->child[i];
         while (c->sent < bc.have) {
             size_t len = bc.have - c->sent < c->piece ? bc.have - c->sent : c->piece;
@@ -336,7 +249,7 @@ static void bc_send_packets(const struct bc_plan *p)
     bc.kept.n = bc.n;
     bc.kept.chunk = bc.chunk;
     bc.kept.acks = 0;
-    bc.kept.sources = p->nsources - 1;
+    bc.kept.sources = p->tree.nsources - 1;
     for (size_t off = 0; off < bc.n; off += bc.chunk)
         bc_send(-1, off, bc.n - off < bc.chunk ? bc.n - off : bc.chunk, BC_VIA_BROADCAST, bc.chunk);
     am.stats.bcast_packets += (bc.n + bc.chunk - 1) / bc.chunk;
@@ -365,7 +278,7 @@ static void bc_run(struct bc_plan *p)
 {
     if (p->native) {
         bc.chunk = am_net_medium_in_one(BC_NARGS);
-        bc.taker = p->source && am.rank != bc.root;
+        bc.taker = p->tree.source && am.rank != bc.root;
         bc.ask_at = util_now_ns() + BC_NACK_NS;
     }
     if (am.rank == bc.root) {
@@ -373,7 +286,7 @@ static void bc_run(struct bc_plan *p)
         if (p->native)
             bc_send_packets(p);
     }
-    bc_take_early();
+    coll_stash_take(&bc.early, bc.epoch, bc_take);
     int acked = !bc.taker;
     struct util_backoff b;
     util_backoff_init(&b);
@@ -397,12 +310,9 @@ int shoal_broadcast(void *buf, size_t n, int root)
     int rc = am_blocking_allowed("shoal_broadcast");
     if (rc)
         return rc;
-    int *members = malloc((size_t)am.nranks * sizeof *members);
-    if (!members)
-        return SHOAL_ENOMEM;
     struct bc_plan p;
-    bc_plan(&p, root, n, members);
-    free(members);
+    if ((rc = bc_plan(&p, root, n)) != SHOAL_OK)
+        return rc;
     bc.epoch++;
     bc.active = 1;
     bc.buf = buf;

@@ -2,6 +2,9 @@
 #ifndef SHOAL_COLL_H
 #define SHOAL_COLL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Registers the collectives' internal handlers (after am_init). */
 void coll_init(void);
 /* Forgets the job's layout (at finalize). */
@@ -9,6 +12,9 @@ void coll_fini(void);
 /* shoal_broadcast's handlers and state (bcast.c), from coll_init/coll_fini. */
 void coll_bcast_init(void);
 void coll_bcast_fini(void);
+/* shoal_reduce's (reduce.c). */
+void coll_reduce_init(void);
+void coll_reduce_fini(void);
 
 /* shoal_barrier; may_broadcast 0 keeps to messages every rank acknowledges:
  * the last barriers before ranks leave (shoal_finalize), where a rank whose
@@ -24,5 +30,44 @@ int coll_use_broadcast(void);
 /* A collective that takes broadcast packets starts (1) or stops (0)
  * waiting for them (net_bcast_listen), when coll_use_broadcast. */
 void coll_listen(int on);
+
+/* ---- the tree of rooted collectives (tree.c) ---- */
+#define COLL_MAX_CHILDREN 64
+#define COLL_MAX_ARGS 8
+/* This rank's place in the spanning tree rooted at root: binomial across
+ * hosts among the sources (root, then every other host's leader), then
+ * binomial on each host from its source; cross_hosts 0 leaves out the
+ * tree among the sources (fed by broadcast packets instead). */
+struct coll_tree {
+    int parent;                      /* -1: none (the root, or a source fed by packets) */
+    int children[COLL_MAX_CHILDREN]; /* farthest first */
+    int nchildren;
+    int source;                      /* this rank is its host's source */
+    int nsources;                    /* hosts */
+};
+int coll_tree(struct coll_tree *t, int root, int cross_hosts);
+/* The largest piece of payload to send rank in one message with nargs
+ * arguments: one packet to another host, the medium limit on this one. */
+size_t coll_piece(int rank, unsigned nargs);
+
+/* Messages of a numbered collective this rank has not reached yet (their
+ * first argument is the number), kept in arrival order. */
+struct coll_early {
+    struct coll_early *next;
+    int src;
+    unsigned nargs;
+    uint64_t args[COLL_MAX_ARGS];
+    size_t len;
+    unsigned char data[];
+};
+struct coll_stash {
+    struct coll_early *head, **tail;
+};
+void coll_stash_keep(struct coll_stash *s, int src, const uint64_t *args, unsigned nargs, const void *data,
+                     size_t len);
+/* Hands every kept message of collective `epoch` to take, in arrival order. */
+void coll_stash_take(struct coll_stash *s, uint64_t epoch,
+                     void (*take)(int src, const uint64_t *args, const void *data, size_t len));
+void coll_stash_free(struct coll_stash *s);
 
 #endif

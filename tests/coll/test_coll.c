@@ -8,10 +8,16 @@
  *             broadcast, and TEST_EXPECT_RESENT=1 (under heavy loss) that
  *             lost broadcast packets were recovered by resends;
  *             TEST_BCAST_MAX=N leaves out the sizes above N bytes;
- *   misuse    bad root, NULL buffer, a call from a handler: error codes,
- *             nothing sent; the job goes on;
+ *   reduce    shoal_reduce into every root and shoal_allreduce, every
+ *             operation on every type, vectors of 0 to 20,000 elements
+ *             (pieces beyond the medium limit), in place and not; values
+ *             chosen so the exact result is known (integer-valued doubles)
+ *             and checked on every rank, and identical bits everywhere;
+ *   misuse    bad root, type or operation, NULL buffers, calls from a
+ *             handler: error codes, nothing sent; the job goes on;
  *   mismatch  rank 1 passes another length than the root: the job must
- *             end naming both (checked by the test's expected output). */
+ *             end naming both (checked by the test's expected output);
+ *   rmismatch the same for a reduction's element count. */
 #include "coll/coll.h"
 #include "shoal.h"
 #include "../common/check.h"
@@ -76,12 +82,88 @@ static void test_bcast(void)
     free(buf);
 }
 
-/* A handler may not block: shoal_broadcast from one fails. */
+/* Rank r's element i for a reduction of type t: exact under every operation. */
+static uint64_t elem(int r, size_t i, enum shoal_atype t)
+{
+    if (t == SHOAL_DOUBLE) {
+        double d = (double)((r * 7919 + (int)i * 31) % 1000) - 500.5;
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        return u;
+    }
+    if (t == SHOAL_UINT64) /* high bits: a signed comparison would order them wrongly */
+        return ((uint64_t)(r % 3 + 1) << 62) ^ (uint64_t)(i * 2654435761u + (size_t)r);
+    return (uint64_t)(int64_t)((r * 7919 + (int)i * 31) % 1000 - 500) * 1000003u;
+}
+
+/* What the reduction of every rank's element i must be. */
+static uint64_t expected(size_t i, enum shoal_atype t, enum shoal_rop op)
+{
+    uint64_t acc = elem(0, i, t);
+    for (int r = 1; r < np; r++) {
+        uint64_t b = elem(r, i, t);
+        if (t == SHOAL_DOUBLE) {
+            double x, y;
+            memcpy(&x, &acc, 8);
+            memcpy(&y, &b, 8);
+            x = op == SHOAL_ROP_SUM ? x + y : op == SHOAL_ROP_MIN ? (y < x ? y : x) : (y > x ? y : x);
+            memcpy(&acc, &x, 8);
+            continue;
+        }
+        int less = t == SHOAL_INT64 ? (int64_t)b < (int64_t)acc : b < acc;
+        int more = t == SHOAL_INT64 ? (int64_t)b > (int64_t)acc : b > acc;
+        acc = op == SHOAL_ROP_SUM ? acc + b : op == SHOAL_ROP_MIN ? (less ? b : acc) : op == SHOAL_ROP_MAX ? (more ? b : acc)
+            : op == SHOAL_ROP_AND ? acc & b : op == SHOAL_ROP_OR ? acc | b : acc ^ b;
+    }
+    return acc;
+}
+
+static void test_reduce(void)
+{
+    static const size_t counts[] = {0, 1, 3, 1000, 20000};
+    uint64_t *in = malloc(20000 * 8), *out = malloc(20000 * 8);
+    CHECK(in && out, "out of memory");
+    uint64_t calls = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (int t = SHOAL_INT64; t <= SHOAL_DOUBLE; t++)
+            for (int op = SHOAL_ROP_SUM; op <= (t == SHOAL_DOUBLE ? SHOAL_ROP_MAX : SHOAL_ROP_XOR); op++)
+                for (int root = -1; root < np; root++, calls++) { /* -1: allreduce */
+                    size_t n = counts[c];
+                    for (size_t i = 0; i < n; i++) {
+                        in[i] = elem(me, i, t);
+                        out[i] = 0x5a5a5a5a5a5a5a5aull;
+                    }
+                    int inplace = root < 0 && c % 2;
+                    uint64_t *dst = inplace ? in : out;
+                    if (root < 0)
+                        CHECK_RC(shoal_allreduce(in, dst, n, t, op), SHOAL_OK);
+                    else
+                        CHECK_RC(shoal_reduce(in, out, n, t, op, root), SHOAL_OK);
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t want = root < 0 || root == me ? expected(i, t, op) : 0x5a5a5a5a5a5a5a5aull;
+                        CHECK(dst[i] == want, "%s of %zu elements, type %d, op %d, root %d: element %zu is %#llx, "
+                              "expected %#llx", root < 0 ? "allreduce" : "reduce", n, t, op, root, i,
+                              (unsigned long long)dst[i], (unsigned long long)want);
+                    }
+                }
+    struct shoal_stats st;
+    CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
+    CHECK(st.reductions == calls, "stats count %llu reductions, made %llu", (unsigned long long)st.reductions,
+          (unsigned long long)calls);
+    free(in);
+    free(out);
+}
+
+/* A handler may not block: the collectives fail from one. */
 static void try_in_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
     (void)t, (void)buf, (void)n, (void)a, (void)na;
-    uint64_t x = 0;
+    uint64_t x = 0, y = 0;
     try_rc = shoal_broadcast(&x, sizeof x, 0);
+    if (try_rc == SHOAL_EHANDLER)
+        try_rc = shoal_reduce(&x, &y, 1, SHOAL_INT64, SHOAL_ROP_SUM, 0);
+    if (try_rc == SHOAL_EHANDLER)
+        try_rc = shoal_allreduce(&x, &y, 1, SHOAL_INT64, SHOAL_ROP_SUM);
     tried++;
 }
 
@@ -91,6 +173,14 @@ static void test_misuse(void)
     CHECK_RC(shoal_broadcast(&x, sizeof x, -1), SHOAL_ERANK);
     CHECK_RC(shoal_broadcast(&x, sizeof x, np), SHOAL_ERANK);
     CHECK_RC(shoal_broadcast(NULL, 8, 0), SHOAL_EINVAL);
+    uint64_t y = 0;
+    CHECK_RC(shoal_reduce(&x, &y, 1, SHOAL_INT64, SHOAL_ROP_SUM, np), SHOAL_ERANK);
+    CHECK_RC(shoal_reduce(&x, &y, 1, SHOAL_DOUBLE, SHOAL_ROP_XOR, 0), SHOAL_EINVAL);
+    CHECK_RC(shoal_reduce(&x, &y, 1, (enum shoal_atype)7, SHOAL_ROP_SUM, 0), SHOAL_EINVAL);
+    CHECK_RC(shoal_allreduce(&x, &y, 1, SHOAL_INT64, (enum shoal_rop)9), SHOAL_EINVAL);
+    CHECK_RC(shoal_allreduce(NULL, &y, 1, SHOAL_INT64, SHOAL_ROP_SUM), SHOAL_EINVAL);
+    CHECK_RC(shoal_allreduce(&x, NULL, 1, SHOAL_INT64, SHOAL_ROP_SUM), SHOAL_EINVAL);
+    CHECK_RC(shoal_reduce(&x, NULL, 1, SHOAL_INT64, SHOAL_ROP_SUM, me), SHOAL_EINVAL);
     CHECK_RC(shoal_am_request_short(me, H_TRY, 0, 0, NULL), SHOAL_OK);
     double t0 = test_now();
     while (!tried) {
@@ -102,6 +192,9 @@ static void test_misuse(void)
     x = me == np - 1 ? 42 : 0;
     CHECK_RC(shoal_broadcast(&x, sizeof x, np - 1), SHOAL_OK);
     CHECK(x == 42, "value %llu after the broadcast", (unsigned long long)x);
+    x = 1;
+    CHECK_RC(shoal_allreduce(&x, &y, 1, SHOAL_INT64, SHOAL_ROP_SUM), SHOAL_OK);
+    CHECK(y == (uint64_t)np, "allreduce sum of ones is %llu on %d ranks", (unsigned long long)y, np);
 }
 
 static void test_mismatch(void)
@@ -109,6 +202,13 @@ static void test_mismatch(void)
     uint64_t x[2] = {1, 2};
     shoal_broadcast(x, me == 1 ? 16 : 8, 0);
     CHECK(np < 2, "a broadcast of mismatched lengths returned");
+}
+
+static void test_rmismatch(void)
+{
+    uint64_t x[2] = {1, 2}, y[2];
+    shoal_allreduce(x, y, me == 1 ? 2 : 1, SHOAL_INT64, SHOAL_ROP_SUM);
+    CHECK(np < 2, "a reduction of mismatched counts returned");
 }
 
 int main(int argc, char **argv)
@@ -120,13 +220,17 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
-    CHECK(argc == 2, "usage: test_coll bcast|misuse|mismatch");
+    CHECK(argc == 2, "usage: test_coll bcast|reduce|misuse|mismatch|rmismatch");
     if (!strcmp(argv[1], "bcast"))
         test_bcast();
     else if (!strcmp(argv[1], "misuse"))
         test_misuse();
     else if (!strcmp(argv[1], "mismatch"))
         test_mismatch();
+    else if (!strcmp(argv[1], "reduce"))
+        test_reduce();
+    else if (!strcmp(argv[1], "rmismatch"))
+        test_rmismatch();
     else
         CHECK(0, "unknown test %s", argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
