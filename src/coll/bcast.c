@@ -9,8 +9,8 @@
  * one packet to a child on another host, the medium limit to a local one.
  *
  * Where a broadcast is one packet on the network (coll_use_broadcast: eth,
- * or udp with a subnet broadcast address) and the payload fits in
- * BC_NATIVE_PACKETS of them, the root instead sends each chunk once as a
+ * or udp with a subnet broadcast address), the job spans three hosts or
+ * more and the payload fits in BC_NATIVE_PACKETS of them, the root instead sends each chunk once as a
  * broadcast packet, which every host source takes (GAMMA, seed 001 §6),
  * keeps a copy and returns.  Those packets may be lost: a source still
  * missing chunks BC_NACK_NS after it began waiting asks the root (a
@@ -189,7 +189,11 @@ struct bc_plan {
 static int bc_plan(struct bc_plan *p, int root, size_t n)
 {
     memset(p, 0, sizeof *p);
-    p->native = coll_use_broadcast() && n > 0 && n <= BC_NATIVE_PACKETS * am_net_medium_in_one(BC_NARGS);
+    /* between two hosts the tree is one message, which a broadcast packet
+     * and its acknowledgement can only make slower */
+    int hosts;
+    coll_leaders(&hosts);
+    p->native = coll_use_broadcast() && hosts > 2 && n > 0 && n <= BC_NATIVE_PACKETS * am_net_medium_in_one(BC_NARGS);
     int rc = coll_tree(&p->tree, root, !p->native);
     for (int i = 0; i < p->tree.nchildren; i++)
         p->child[i] = (struct bc_child){.rank = p->tree.children[i],
