@@ -57,6 +57,7 @@ static struct {
     size_t chunk;       /* with broadcast packets: bytes per packet (0: trees only) */
     uint64_t have_bits; /* taker: chunks held */
     size_t have;        /* bytes held from the start of the buffer */
+    int arrived;        /* a piece came (or this is the root): even an empty broadcast ends with one */
     int asking;         /* taker: a NACK is unanswered */
     uint64_t ask_at;    /* taker: when to ask for what is missing */
     struct {            /* root: the copy of its last broadcast sent as packets */
@@ -106,8 +107,10 @@ static void bc_take(int src, const uint64_t *args, const void *data, size_t len)
         am.stats.dropped++;
         return;
     }
+    bc.arrived = 1;
     if (!bc.taker) { /* from the one tree parent, in order */
-        memcpy(bc.buf + off, data, len);
+        if (len)
+            memcpy(bc.buf + off, data, len);
         bc.have = off + len;
         return;
     }
@@ -178,6 +181,7 @@ struct bc_child {
     int rank;
     size_t piece; /* bytes per message to it */
     size_t sent;
+    int started;  /* a piece went: an empty broadcast sends one, so every call checks its arguments */
 };
 
 struct bc_plan {
@@ -219,12 +223,13 @@ static int bc_forward(struct bc_plan *p)
     int done = 1;
     for (int i = 0; i < p->tree.nchildren; i++) {
         struct bc_child *c = &p->child[i];
-        while (c->sent < bc.have) {
+        while (bc.arrived && (c->sent < bc.have || !c->started)) {
             size_t len = bc.have - c->sent < c->piece ? bc.have - c->sent : c->piece;
             bc_send(c->rank, c->sent, len, 0, 0);
             c->sent += len;
+            c->started = 1;
         }
-        done &= c->sent == bc.n;
+        done &= c->started && c->sent == bc.n;
     }
     return done;
 }
@@ -287,6 +292,7 @@ static void bc_run(struct bc_plan *p)
     }
     if (am.rank == bc.root) {
         bc.have = bc.n;
+        bc.arrived = 1;
         if (p->native)
             bc_send_packets(p);
     }
@@ -297,7 +303,7 @@ static void bc_run(struct bc_plan *p)
     for (;;) {
         if (bc.taker)
             bc_taker_step(&acked);
-        if (bc_forward(p) && bc.have == bc.n && acked)
+        if (bc_forward(p) && bc.arrived && bc.have == bc.n && acked)
             break;
         am_progress_wait(&b, 0);
     }
@@ -326,6 +332,7 @@ int shoal_broadcast(void *buf, size_t n, int root)
     bc.chunk = 0;
     bc.have_bits = 0;
     bc.have = 0;
+    bc.arrived = 0;
     bc.asking = 0;
     if (p.native)
         coll_listen(1);

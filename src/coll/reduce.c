@@ -24,6 +24,7 @@ struct rd_child {
     int rank;
     unsigned char *buf; /* its partial result */
     size_t got;         /* bytes of it held, in order */
+    int arrived;        /* a piece came: an empty vector is sent as one, so every call checks its arguments */
 };
 
 static struct {
@@ -50,8 +51,10 @@ static void rd_take(int src, const uint64_t *args, const void *data, size_t len)
             continue;
         if (args[1] != c->got || len > rd.bytes - c->got)
             break;
-        memcpy(c->buf + c->got, data, len);
+        if (len)
+            memcpy(c->buf + c->got, data, len);
         c->got += len;
+        c->arrived = 1;
         return;
     }
     am.stats.dropped++; /* not from a child, or out of its order */
@@ -127,9 +130,9 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     rd.epoch++;
     rd.bytes = count * 8;
     rd.what = (uint64_t)type | (uint64_t)op << 8 | (uint64_t)root << 32;
-    rd.nchildren = rd.bytes ? t.nchildren : 0;
+    rd.nchildren = t.nchildren;
     for (int i = 0; i < rd.nchildren; i++) {
-        unsigned char *b = realloc(rd.child[i].buf, rd.bytes);
+        unsigned char *b = realloc(rd.child[i].buf, rd.bytes ? rd.bytes : 1);
         if (!b)
             util_fatal("out of memory for a %zu-byte partial reduction", rd.bytes);
         rd.child[i] = (struct rd_child){.rank = t.children[i], .buf = b};
@@ -139,21 +142,22 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     struct util_backoff b;
     util_backoff_init(&b);
     for (int i = 0; i < rd.nchildren; i++) {
-        while (rd.child[i].got < rd.bytes)
+        while (!rd.child[i].arrived || rd.child[i].got < rd.bytes)
             am_progress_wait(&b, 0);
         rd_combine(acc, rd.child[i].buf, count, type, op);
     }
     rd.active = 0;
-    if (t.parent < 0 || !rd.bytes)
+    if (t.parent < 0)
         return SHOAL_OK;
-    size_t piece = coll_piece(t.parent, RD_NARGS);
-    for (size_t off = 0; off < rd.bytes; off += piece) {
+    size_t piece = coll_piece(t.parent, RD_NARGS), off = 0;
+    do { /* at least one piece, empty for an empty vector */
         uint64_t args[RD_NARGS] = {rd.epoch, off, rd.bytes, rd.what};
         size_t len = rd.bytes - off < piece ? rd.bytes - off : piece;
         rc = am_request_internal(t.parent, COLL_H_REDUCE, 0, (const char *)acc + off, len, RD_NARGS, args);
         if (rc)
             util_fatal("shoal_reduce: cannot reach rank %d: %s", t.parent, shoal_strerror(rc));
-    }
+        off += len;
+    } while (off < rd.bytes);
     return SHOAL_OK;
 }
 

@@ -17,6 +17,7 @@
  *             handler: error codes, nothing sent; the job goes on;
  *   mismatch  rank 1 passes another length than the root: the job must
  *             end naming both (checked by the test's expected output);
+ *   mismatch0 the same against an empty broadcast;
  *   rmismatch the same for a reduction's element count. */
 #include "coll/coll.h"
 #include "shoal.h"
@@ -197,10 +198,12 @@ static void test_misuse(void)
     CHECK(y == (uint64_t)np, "allreduce sum of ones is %llu on %d ranks", (unsigned long long)y, np);
 }
 
-static void test_mismatch(void)
+/* Rank 1 passes another length than the root's: 16 against 8, or (empty)
+ * 8 against an empty broadcast, which must not leave it waiting. */
+static void test_mismatch(int empty)
 {
     uint64_t x[2] = {1, 2};
-    shoal_broadcast(x, me == 1 ? 16 : 8, 0);
+    shoal_broadcast(x, empty ? (me == 1 ? 8 : 0) : (me == 1 ? 16 : 8), 0);
     CHECK(np < 2, "a broadcast of mismatched lengths returned");
 }
 
@@ -220,13 +223,13 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
-    CHECK(argc == 2, "usage: test_coll bcast|reduce|misuse|mismatch|rmismatch");
+    CHECK(argc == 2, "usage: test_coll bcast|reduce|misuse|mismatch|mismatch0|rmismatch");
     if (!strcmp(argv[1], "bcast"))
         test_bcast();
     else if (!strcmp(argv[1], "misuse"))
         test_misuse();
-    else if (!strcmp(argv[1], "mismatch"))
-        test_mismatch();
+    else if (!strcmp(argv[1], "mismatch") || !strcmp(argv[1], "mismatch0"))
+        test_mismatch(!strcmp(argv[1], "mismatch0"));
     else if (!strcmp(argv[1], "reduce"))
         test_reduce();
     else if (!strcmp(argv[1], "rmismatch"))
