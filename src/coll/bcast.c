@@ -126,6 +126,8 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
 {
     if (nargs != BC_NARGS || args[0] < bc.epoch || (args[0] == bc.epoch && !bc.active))
         return; /* malformed, or of a broadcast finished here */
+    if ((args[3] >> 32 & BC_VIA_BROADCAST) && am.shm->local[0] != am.rank)
+        return; /* only a host's leader takes broadcast packets; its tree brings them here */
     int src = shoal_token_source(tok);
     if (bc.active && args[0] == bc.epoch) {
         bc_take(src, args, buf, n);
@@ -210,8 +212,9 @@ static int bc_plan(struct bc_plan *p, int root, size_t n)
 static void bc_send(int dest, size_t off, size_t len, unsigned flags, size_t chunk)
 {
     uint64_t args[BC_NARGS] = {bc.epoch, off, bc.n, (uint64_t)bc.root | (uint64_t)flags << 32, chunk};
-    int rc = flags & BC_VIA_BROADCAST ? am_bcast_internal(COLL_H_BCAST, BC_NARGS, args, bc.buf + off, len)
-                                      : am_request_internal(dest, COLL_H_BCAST, 0, bc.buf + off, len, BC_NARGS, args);
+    const unsigned char *at = len ? bc.buf + off : NULL; /* an empty broadcast's buf may be NULL */
+    int rc = flags & BC_VIA_BROADCAST ? am_bcast_internal(COLL_H_BCAST, BC_NARGS, args, at, len)
+                                      : am_request_internal(dest, COLL_H_BCAST, 0, at, len, BC_NARGS, args);
     if (rc)
         util_fatal("shoal_broadcast: cannot reach rank %d: %s", dest, shoal_strerror(rc));
 }
