@@ -32,6 +32,9 @@ struct am_net_hdr {
     uint64_t offset;  /* long: where the payload goes in the segment */
 };
 _Static_assert(sizeof(struct am_net_hdr) == 24, "AM fragment header is 24 bytes");
+/* The most a first fragment carries before its payload: header, arguments
+ * and the padding that aligns a large medium payload. */
+#define AM_NET_HEAD_MAX ((sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS + 63) & ~63ul)
 
 /* A message being gathered from one peer on one channel. */
 struct am_rx {
@@ -100,8 +103,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args)
 {
-    /* header, arguments and the padding that aligns a large medium payload */
-    unsigned char head[(sizeof(struct am_net_hdr) + 8 * SHOAL_AM_MAX_ARGS + 63) & ~63ul] = {0};
+    unsigned char head[AM_NET_HEAD_MAX] = {0};
     struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = (uint8_t)kind,
                            .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
     /* SHOAL_IMMEDIATE is all or nothing: room for every fragment now, or
@@ -132,19 +134,13 @@ int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, co
 {
     if (nbytes > am_net_medium_in_one(nargs))
         return SHOAL_ETOOBIG;
+    unsigned char head[AM_NET_HEAD_MAX] = {0};
     struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs,
                            .kind = (uint8_t)(nbytes ? AM_MEDIUM : AM_SHORT), .total = (uint32_t)nbytes};
-    size_t at = am_net_data_at(&h, 1);
-    unsigned char *msg = calloc(1, at + nbytes);
-    if (!msg)
-        return SHOAL_ENOMEM;
-    memcpy(msg, &h, sizeof h);
+    memcpy(head, &h, sizeof h);
     if (nargs)
-        memcpy(msg + sizeof h, args, 8 * (size_t)nargs);
-    if (nbytes)
-        memcpy(msg + at, src, nbytes);
-    int rc = net_bcast(msg, at + nbytes);
-    free(msg);
+        memcpy(head + sizeof h, args, 8 * (size_t)nargs);
+    int rc = net_bcast(head, am_net_data_at(&h, 1), src, nbytes);
     net_flush();
     return rc;
 }

@@ -100,6 +100,7 @@ void coll_fini(void)
     memset(&bb, 0, sizeof bb);
     coll_bcast_fini();
     coll_reduce_fini();
+    coll_tree_fini();
 }
 
 static void coll_send(int peer, unsigned handler, uint64_t epoch)

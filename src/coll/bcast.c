@@ -27,9 +27,7 @@
  * error that would lose data: the job ends naming both ranks.  Layout:
  * docs/WIRE.md §10.4. */
 #include "am/am.h"
-#include "boot/boot.h"
 #include "coll/coll.h"
-#include "net/net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -124,16 +122,11 @@ static void bc_take(int src, const uint64_t *args, const void *data, size_t len)
 
 static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    if (nargs != BC_NARGS || args[0] < bc.epoch || (args[0] == bc.epoch && !bc.active))
-        return; /* malformed, or of a broadcast finished here */
+    if (nargs != BC_NARGS)
+        return;
     if ((args[3] >> 32 & BC_VIA_BROADCAST) && am.shm->local[0] != am.rank)
         return; /* only a host's leader takes broadcast packets; its tree brings them here */
-    int src = shoal_token_source(tok);
-    if (bc.active && args[0] == bc.epoch) {
-        bc_take(src, args, buf, n);
-        return;
-    }
-    coll_stash_keep(&bc.early, src, args, nargs, buf, n);
+    coll_stash_route(&bc.early, bc.epoch, bc.active, shoal_token_source(tok), args, nargs, buf, n, bc_take);
 }
 
 /* A source's ACK (no chunk missing) or NACK, at the root. */
@@ -187,7 +180,8 @@ struct bc_child {
 };
 
 struct bc_plan {
-    int native; /* the sources get broadcast packets */
+    int native;   /* the sources get broadcast packets */
+    size_t chunk; /* bytes per broadcast packet */
     struct coll_tree tree;
     struct bc_child child[COLL_MAX_CHILDREN];
 };
@@ -199,7 +193,11 @@ static int bc_plan(struct bc_plan *p, int root, size_t n)
      * and its acknowledgement can only make slower */
     int hosts;
     coll_leaders(&hosts);
-    p->native = coll_use_broadcast() && hosts > 2 && n > 0 && n <= BC_NATIVE_PACKETS * am_net_medium_in_one(BC_NARGS);
+    p->native = coll_use_broadcast() && hosts > 2 && n > 0;
+    if (p->native) {
+        p->chunk = am_net_medium_in_one(BC_NARGS);
+        p->native = n <= BC_NATIVE_PACKETS * p->chunk;
+    }
     int rc = coll_tree(&p->tree, root, !p->native);
     for (int i = 0; i < p->tree.nchildren; i++)
         p->child[i] = (struct bc_child){.rank = p->tree.children[i],
@@ -289,7 +287,7 @@ static void bc_taker_step(int *acked)
 static void bc_run(struct bc_plan *p)
 {
     if (p->native) {
-        bc.chunk = am_net_medium_in_one(BC_NARGS);
+        bc.chunk = p->chunk;
         bc.taker = p->tree.source && am.rank != bc.root;
         bc.ask_at = util_now_ns() + BC_NACK_NS;
     }

@@ -46,6 +46,8 @@ struct coll_tree {
     int nsources;                    /* hosts */
 };
 int coll_tree(struct coll_tree *t, int root, int cross_hosts);
+/* Frees coll_tree's scratch (coll_fini). */
+void coll_tree_fini(void);
 /* The largest piece of payload to send rank in one message with nargs
  * arguments: one packet to another host, the medium limit on this one. */
 size_t coll_piece(int rank, unsigned nargs);
@@ -65,6 +67,12 @@ struct coll_stash {
 };
 void coll_stash_keep(struct coll_stash *s, int src, const uint64_t *args, unsigned nargs, const void *data,
                      size_t len);
+/* A message of collective args[0] as it arrives: to take if it is the
+ * one in progress (current, active), kept if this rank has not reached
+ * it, dropped if it is finished here. */
+void coll_stash_route(struct coll_stash *s, uint64_t current, int active, int src, const uint64_t *args,
+                      unsigned nargs, const void *data, size_t len,
+                      void (*take)(int src, const uint64_t *args, const void *data, size_t len));
 /* Hands every kept message of collective `epoch` to take, in arrival order. */
 void coll_stash_take(struct coll_stash *s, uint64_t epoch,
                      void (*take)(int src, const uint64_t *args, const void *data, size_t len));

@@ -62,13 +62,8 @@ static void rd_take(int src, const uint64_t *args, const void *data, size_t len)
 
 static void rd_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    if (nargs != RD_NARGS || args[0] < rd.epoch || (args[0] == rd.epoch && !rd.active))
-        return;
-    int src = shoal_token_source(tok);
-    if (rd.active && args[0] == rd.epoch)
-        rd_take(src, args, buf, n);
-    else
-        coll_stash_keep(&rd.early, src, args, nargs, buf, n);
+    if (nargs == RD_NARGS)
+        coll_stash_route(&rd.early, rd.epoch, rd.active, shoal_token_source(tok), args, nargs, buf, n, rd_take);
 }
 
 void coll_reduce_init(void)

@@ -47,10 +47,11 @@ static void tree_place(struct coll_tree *t, const int *members, int m, int i)
     }
 }
 
+static int *members; /* scratch of nranks: a tree's members in order */
+
 int coll_tree(struct coll_tree *t, int root, int cross_hosts)
 {
-    int *members = malloc((size_t)am.nranks * sizeof *members);
-    if (!members)
+    if (!members && !(members = malloc((size_t)am.nranks * sizeof *members)))
         return SHOAL_ENOMEM;
     int nleaders;
     const int *leaders = coll_leaders(&nleaders);
@@ -68,8 +69,13 @@ int coll_tree(struct coll_tree *t, int root, int cross_hosts)
     int src = !am_is_remote(root) ? root : am.shm->local[0];
     int m = tree_members(members, src, am.shm->local, am.shm->nlocal, src);
     tree_place(t, members, m, tree_index(members, m, am.rank));
-    free(members);
     return SHOAL_OK;
+}
+
+void coll_tree_fini(void)
+{
+    free(members);
+    members = NULL;
 }
 
 size_t coll_piece(int rank, unsigned nargs)
@@ -92,6 +98,18 @@ void coll_stash_keep(struct coll_stash *s, int src, const uint64_t *args, unsign
         s->tail = &s->head;
     *s->tail = e;
     s->tail = &e->next;
+}
+
+void coll_stash_route(struct coll_stash *s, uint64_t current, int active, int src, const uint64_t *args,
+                      unsigned nargs, const void *data, size_t len,
+                      void (*take)(int src, const uint64_t *args, const void *data, size_t len))
+{
+    if (args[0] < current || (args[0] == current && !active))
+        return;
+    if (args[0] == current)
+        take(src, args, data, len);
+    else
+        coll_stash_keep(s, src, args, nargs, data, len);
 }
 
 void coll_stash_take(struct coll_stash *s, uint64_t epoch,

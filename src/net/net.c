@@ -127,10 +127,10 @@ static void flush_tx(void)
         struct udp_packet p[NET_BATCH];
         for (unsigned i = 0; i < n; i++) {
             uint32_t d = net.txdst[i];
-            p[i] = d == WIRE_BROADCAST
-                       ? (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.ubcast.self}
-                       : (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i], .peer = net.peers[d].udp,
-                                             .conn = connection_to(d)};
+            int all = d == WIRE_BROADCAST; /* to the broadcast receivers' address */
+            p[i] = (struct udp_packet){.buf = tx_packet(i), .len = net.txlen[i],
+                                       .peer = all ? net.ubcast.self : net.peers[d].udp,
+                                       .conn = all ? NULL : connection_to(d)};
         }
         int rc = udp_send(&net.udp, p, n);
         sent = rc < 0 ? 0 : (unsigned)rc;
@@ -255,11 +255,11 @@ uint32_t net_room(int dest, enum net_channel ch)
     return room;
 }
 
-int net_bcast(const void *msg, size_t len)
+int net_bcast(const void *head, size_t hlen, const void *body, size_t blen)
 {
     lock();
     net.now = util_now_ns();
-    int rc = rel_bcast(net.rel[NET_REQUEST], msg, len);
+    int rc = rel_bcast(net.rel[NET_REQUEST], head, hlen, body, blen);
     unlock();
     return rc;
 }
@@ -333,6 +333,13 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
     return src;
 }
 
+/* Whether the broadcast receiver is read: only while a collective waits
+ * for a broadcast; between collectives broadcasts wait in its buffer. */
+static int reading_bcast(void)
+{
+    return net.listening && net.ubcast.fd >= 0;
+}
+
 /* Hands the packets of one receive (got of them, len each) to the engines. */
 static void take_received(int got, const size_t *len)
 {
@@ -358,9 +365,7 @@ static void receive_batch(void)
         return;
     }
     take_received(udp_recv_batch(&net.udp, &net.rx, len, NULL), len);
-    /* one more system call per poll only while a collective waits for a
-     * broadcast: between collectives they wait in the socket's buffer */
-    if (net.listening && net.ubcast.fd >= 0)
+    if (reading_bcast())
         take_received(udp_recv_batch(&net.ubcast, &net.rx, len, NULL), len);
 }
 
@@ -438,7 +443,7 @@ void net_wait(uint64_t max_ns)
     struct pollfd pfd[2] = {{.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN},
                             {.fd = net.ubcast.fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    ppoll(pfd, net.listening && net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL);
+    ppoll(pfd, reading_bcast() ? 2 : 1, &ts, NULL);
 }
 
 const char *net_describe(char *buf, size_t cap)

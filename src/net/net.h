@@ -61,8 +61,9 @@ size_t net_max_payload(void);
 int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen);
 /* Messages net_send to dest would take right now without SHOAL_EAGAIN. */
 uint32_t net_room(int dest, enum net_channel ch);
-/* Best-effort datagram to every other rank (SHOAL_OK or SHOAL_EINVAL). */
-int net_bcast(const void *msg, size_t len);
+/* Best-effort datagram to every other rank, head then body (SHOAL_OK,
+ * SHOAL_EINVAL above net_max_payload, SHOAL_ENOMEM). */
+int net_bcast(const void *head, size_t hlen, const void *body, size_t blen);
 /* 1 when net_bcast is one transmission that every other host receives (a
  * raw frame to the broadcast address, or a UDP datagram to the subnet's),
  * 0 when it is one packet per peer (or SHOAL_NET_BCAST=0). */

@@ -859,8 +859,9 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
     return SHOAL_OK;
 }
 
-int rel_bcast(struct rel *r, const void *payload, size_t len)
+int rel_bcast(struct rel *r, const void *head, size_t hlen, const void *body, size_t blen)
 {
+    size_t len = hlen + blen;
     if (len > r->cfg.max_payload)
         return SHOAL_EINVAL;
     struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
@@ -870,7 +871,11 @@ int rel_bcast(struct rel *r, const void *payload, size_t len)
         r->stats.nomem++;
         return SHOAL_ENOMEM;
     }
-    wire_encode(pkt, WIRE_HEADER_BYTES + len, &h, payload, r->cfg.need_checksum);
+    if (hlen)
+        memcpy(pkt + WIRE_HEADER_BYTES, head, hlen);
+    if (blen)
+        memcpy(pkt + WIRE_HEADER_BYTES + hlen, body, blen);
+    wire_encode_header(pkt, &h, r->cfg.need_checksum);
     r->stats.bcasts_sent++;
     r->io.xmit(r->ctx, WIRE_BROADCAST, pkt, WIRE_HEADER_BYTES + len, 0);
     free(pkt);

@@ -194,7 +194,7 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
 
 /* Sends payload to every other rank, once, unsequenced. SHOAL_OK,
  * SHOAL_EINVAL (len > max_payload) or SHOAL_ENOMEM. */
-int rel_bcast(struct rel *r, const void *payload, size_t len);
+int rel_bcast(struct rel *r, const void *head, size_t hlen, const void *body, size_t blen);
 
 /* Handles one received packet; returns WIRE_OK or why it was dropped
  * (also counted in stats.dropped).  A packet of the other channel is

@@ -481,7 +481,7 @@ static uint64_t bcast_app(struct sim *s, void *ctx, int *done)
     if (b->left && s->now >= b->next) {
         CHECK(b->t->bcasts_sent[0] < MAX_BCASTS, "too many broadcasts for the test's tally");
         size_t len = make_msg(b->t, 0, WIRE_BROADCAST, b->t->bcasts_sent[0]++, buf);
-        CHECK_RC(rel_bcast(s->nodes[0].rel, buf, len), SHOAL_OK);
+        CHECK_RC(rel_bcast(s->nodes[0].rel, buf, len, NULL, 0), SHOAL_OK);
         b->left--;
         b->next = s->now + 20000;
     }
@@ -508,7 +508,7 @@ static void bcast(void)
             CHECK(t.bcast_got[i][0][k] == 1, "node %u got broadcast %u %u times", i, k, t.bcast_got[i][0][k]);
     CHECK(rel_stats(s.nodes[0].rel)->bcasts_sent == 200 && SIM_SUM(&s, dropped[WIRE_DROP_RANK]) == 0,
           "broadcasts sent or dropped");
-    CHECK_RC(rel_bcast(s.nodes[0].rel, t.next[0][0], rc.max_payload + 1), SHOAL_EINVAL);
+    CHECK_RC(rel_bcast(s.nodes[0].rel, t.next[0][0], rc.max_payload + 1, NULL, 0), SHOAL_EINVAL);
 
     t.stalled[3] = 1;
     b.left = rc.rcv_buf + 44;
