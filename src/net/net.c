@@ -556,6 +556,8 @@ static int open_carriers(const char *transport, struct net_addr *me)
     int rc = udp_open(&net.udp, iface, lo, hi, sockbuf);
     if (rc)
         return rc;
+    if (util_config_int(CFG_NET_GSO) == 1)
+        udp_gso_enable(&net.udp);
     me->udp = net.udp.self;
     memcpy(me->bcast, net.udp.bcast, 4);
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);

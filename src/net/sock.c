@@ -24,7 +24,8 @@ void sock_msg(struct mmsghdr *m, struct iovec *iov, const void *buf, size_t len,
 }
 
 /* Sends m[0..n-1] on fd: how many the kernel took, or -errno.  A lone
- * datagram goes through sendto(2), which copies no message header in.  ECONNREFUSED on a connected socket reports an ICMP error an
+ * plain datagram goes through sendto(2), which copies no message header
+ * in (one with several buffers or control data, through sendmsg).  ECONNREFUSED on a connected socket reports an ICMP error an
  * earlier datagram drew; the call that reports it sent nothing, and
  * reading the error cleared it, so the datagram is simply sent again. */
 static int send_run(int fd, struct mmsghdr *m, unsigned n)
@@ -33,9 +34,11 @@ static int send_run(int fd, struct mmsghdr *m, unsigned n)
     while (done < n) {
         const struct msghdr *h = &m[done].msg_hdr;
         int sent;
-        if (n - done == 1)
+        if (n - done == 1 && h->msg_iovlen == 1 && !h->msg_controllen)
             sent = sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0, h->msg_name, h->msg_namelen) < 0
                        ? -1 : 1;
+        else if (n - done == 1)
+            sent = sendmsg(fd, h, 0) < 0 ? -1 : 1;
         else
             sent = sendmmsg(fd, m + done, n - done, 0);
         if (sent >= 0)

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,27 +279,99 @@ void udp_conn_close(struct udp_conn *c)
     *c = (struct udp_conn){.fd = -1};
 }
 
+int udp_gso_enable(struct udp_sock *s)
+{
+    int zero = 0; /* no segmentation by default: only the sends that ask */
+    s->gso = setsockopt(s->fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+    return s->gso;
+}
+
+/* UDP_SEGMENT's limits: segments per send (UDP_MAX_SEGMENTS, 64 until
+ * Linux 6.9), and bytes, which one IP datagram must hold before it is cut. */
+#define UDP_GSO_SEGMENTS 64u
+#define UDP_GSO_BYTES 65000u
+
 struct udp_batch {
     const struct udp_sock *s;
     const struct udp_packet *p;
+    struct udp_run run[SOCK_BATCH];
+    struct iovec iov[SOCK_BATCH];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl[SOCK_BATCH];
 };
+
+static int same_destination(const struct udp_packet *a, const struct udp_packet *b)
+{
+    return a->conn == b->conn && (a->conn || !memcmp(&a->peer, &b->peer, sizeof a->peer));
+}
+
+unsigned udp_plan_runs(const struct udp_sock *s, const struct udp_packet *p, unsigned n, struct udp_run *run)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; k++) {
+        size_t seg = p[i].len, bytes = seg;
+        unsigned j = i + 1;
+        while (s->gso && j < n && j - i < UDP_GSO_SEGMENTS && p[j - 1].len == seg && p[j].len <= seg &&
+               bytes + p[j].len <= UDP_GSO_BYTES && same_destination(&p[i], &p[j]))
+            bytes += p[j++].len;
+        run[k] = (struct udp_run){i, j - i};
+        i = j;
+    }
+    return k;
+}
 
 static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec *iov, struct sockaddr_storage *to)
 {
-    const struct udp_batch *b = ctx;
-    const struct udp_packet *p = &b->p[i];
-    if (p->conn) {
+    struct udp_batch *b = (struct udp_batch *)ctx;
+    const struct udp_run *r = &b->run[i];
+    const struct udp_packet *p = &b->p[r->first];
+    if (p->conn)
         sock_msg(m, iov, p->buf, p->len, NULL, 0);
-        return p->conn->fd;
+    else
+        sock_msg(m, iov, p->buf, p->len, to, sockaddr_of(&p->peer, to));
+    if (r->count > 1) {
+        struct iovec *v = &b->iov[r->first];
+        for (unsigned j = 0; j < r->count; j++)
+            v[j] = (struct iovec){(void *)p[j].buf, p[j].len};
+        struct cmsghdr *c = &b->ctl[i].align;
+        memset(b->ctl[i].buf, 0, sizeof b->ctl[i].buf);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t)p->len;
+        memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        m->msg_hdr.msg_iov = v;
+        m->msg_hdr.msg_iovlen = r->count;
+        m->msg_hdr.msg_control = b->ctl[i].buf;
+        m->msg_hdr.msg_controllen = sizeof b->ctl[i].buf;
     }
-    sock_msg(m, iov, p->buf, p->len, to, sockaddr_of(&p->peer, to));
-    return b->s->fd;
+    return p->conn ? p->conn->fd : b->s->fd;
 }
 
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
 {
-    struct udp_batch b = {s, pkts};
-    return sock_send(n, describe, &b, "UDP");
+    struct udp_batch b = {.s = s};
+    unsigned done = 0;
+    while (done < n) {
+        unsigned chunk = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
+        b.p = pkts + done;
+        unsigned runs = udp_plan_runs(s, b.p, chunk, b.run);
+        int rc = sock_send(runs, describe, &b, "UDP");
+        if (rc < 0 && runs < chunk) {
+            s->gso = 0;
+            LOG(LOG_WARN, "UDP segmentation offload refused: one datagram per message from now on");
+            return (int)done;
+        }
+        if (rc < 0)
+            return rc;
+        for (int r = 0; r < rc; r++)
+            done += b.run[r].count;
+        if ((unsigned)rc < runs)
+            break;
+    }
+    return (int)done;
 }
 
 int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)

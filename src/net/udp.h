@@ -28,6 +28,7 @@ struct udp_sock {
     char ifname[16]; /* the interface that has self's address */
     unsigned mtu;    /* its MTU: the largest IP packet one datagram may take unfragmented */
     uint8_t bcast[4]; /* its IPv4 broadcast address, if it has one configured; else 0.0.0.0 */
+    int gso;          /* udp_send may hand the kernel runs of datagrams to cut (udp_gso_enable) */
 };
 
 /* A send-only socket connected to one peer, from the carrier's own
@@ -72,8 +73,27 @@ const struct udp_conn *udp_conn_get(struct udp_conn *c, const struct udp_sock *s
                                     int sockbuf);
 void udp_conn_close(struct udp_conn *c);
 
+/* Lets udp_send pass a run of equal-sized datagrams for one destination
+ * (the last may be shorter) as one buffer list that the kernel cuts into
+ * datagrams (UDP_SEGMENT): one system call and one trip down the stack for
+ * up to 64 of a large message's fragments.  0 if this kernel cannot. */
+int udp_gso_enable(struct udp_sock *s);
+
+/* A run of datagrams that leaves in one message. */
+struct udp_run {
+    unsigned first, count;
+};
+/* How udp_send cuts p[0..n-1] into runs (at most n): with s->gso each as
+ * long as the kernel takes whole (one destination, every datagram but the
+ * last of the first one's size, the last no larger, 64 and 65,000 bytes at
+ * most); without, one datagram each. */
+unsigned udp_plan_runs(const struct udp_sock *s, const struct udp_packet *p, unsigned n, struct udp_run *run);
+
 /* Sends n datagrams; returns how many the kernel took (0 when its buffer is
- * full), or a negative SHOAL_E* code on an error other than a full buffer. */
+ * full), or a negative SHOAL_E* code on an error other than a full buffer.
+ * A run sent whole (s->gso) is taken or refused as a whole; if the kernel
+ * refuses segmentation itself, s->gso is turned off (logged) and the run
+ * counts as not taken. */
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
 
 /* Receives, without blocking, into the buffers rx describes (sock.h): how

@@ -2,7 +2,8 @@
  * SHOAL_ECONFIG), a taken port range fails, batches of datagrams arrive
  * whole, in any order the kernel keeps, with their source, and so do
  * datagrams sent through a connected per-peer socket, which keeps sending
- * after the peer's port closed. */
+ * after the peer's port closed, and so do runs of datagrams sent as one
+ * (UDP segmentation offload). */
 #include "../common/check.h"
 #include "net/sock.h"
 #include "net/udp.h"
@@ -110,6 +111,14 @@ static void from_connected(const struct udp_sock *a, const struct udp_endpoint *
           (unsigned)from->port);
 }
 
+static void from_either(const struct udp_sock *a, const struct udp_endpoint *from, int id)
+{
+    if (id / 50 % 2)
+        from_connected(a, from, id);
+    else
+        from_carrier(a, from, id);
+}
+
 static void check_traffic(void)
 {
     struct udp_sock a, b;
@@ -162,6 +171,39 @@ static void check_connected(void)
     udp_close(&a);
 }
 
+/* Runs of equal datagrams leave in one system call each and still arrive
+ * as separate datagrams of their own lengths: lengths 100, every 7th 37
+ * (it ends a run), the destination switching between the carrier's socket
+ * and a connected one every 50 (which ends a run too). */
+static void check_segmentation(void)
+{
+    struct udp_sock a, b;
+    CHECK_RC(udp_open(&a, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    CHECK_RC(udp_open(&b, "lo", 0, 0, 1 << 20), SHOAL_OK);
+    CHECK(udp_gso_enable(&a), "this kernel refuses UDP_SEGMENT (Linux 4.18 has it)");
+    struct udp_conn c = {.fd = -1};
+    const struct udp_conn *conn = udp_conn_get(&c, &a, &b.self, 1 << 20);
+    CHECK(conn != NULL, "no connected socket");
+    struct udp_packet pk[N];
+    fill_packets(pk, &b.self, 100, NULL);
+    for (int i = 0; i < N; i++) {
+        pk[i].len = i % 7 == 6 ? 37 : 100;
+        pk[i].conn = i / 50 % 2 ? conn : NULL;
+    }
+    struct udp_run run[N];
+    unsigned runs = udp_plan_runs(&a, pk, N, run);
+    CHECK(runs == 32 && run[0].count == 7 && run[7].first == 49 && run[7].count == 1 && run[8].first == 50,
+          "%u runs, the first of %u, the eighth at %u", runs, run[0].count, run[7].first);
+    double t0 = test_now();
+    send_all(&a, pk, 0, t0);
+    receive_all(&b, pk, &a, t0, from_either);
+    a.gso = 0;
+    CHECK(udp_plan_runs(&a, pk, N, run) == N, "runs without segmentation");
+    udp_conn_close(&c);
+    udp_close(&a);
+    udp_close(&b);
+}
+
 /* IPv6, where the host has a loopback address for it. */
 static void check_ipv6(void)
 {
@@ -194,5 +236,6 @@ int main(void)
     check_ports();
     check_traffic();
     check_connected();
+    check_segmentation();
     return 0;
 }
