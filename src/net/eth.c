@@ -99,24 +99,15 @@ int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
     return sock_send(n, describe, &b, "raw Ethernet");
 }
 
-/* A frame can carry bytes after the packet (a NIC that delivers the FCS);
- * the packet's own length, covered by its mandatory checksum, says where it
- * ends.  A frame too short for that length stays as it is, for the decoder
- * to drop. */
-static size_t trimmed(const unsigned char *p, size_t n)
-{
-    if (n < WIRE_HEADER_BYTES)
-        return n;
-    size_t len = WIRE_HEADER_BYTES + (p[58] | (size_t)p[59] << 8);
-    return len <= n ? len : n;
-}
 
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
 {
     int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
+        /* a frame can carry bytes after the packet (a NIC that delivers
+         * the FCS, padding to the minimum frame) */
         len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0
-                 : trimmed(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
+                 : wire_packet_bytes(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
         if (from)
             memcpy(from[i].mac, ((struct sockaddr_ll *)&rx->from[i])->sll_addr, 6);
     }

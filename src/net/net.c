@@ -67,6 +67,8 @@ static struct {
     int faulty;
     net_deliver_fn deliver;
     size_t max_payload, pkt_cap;
+    int gro;                      /* udp: the kernel may coalesce received datagrams (udp_gro_enable) */
+    size_t rx_cap;                /* bytes per receive buffer: pkt_cap, or UDP_GRO_BYTES with gro */
     unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
     struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
     int rx_cur;                   /* the entry of rx whose packet the engines have, or -1 */
@@ -298,12 +300,12 @@ static void count_drop(enum wire_verdict v)
 static int engine_take(void *ctx, const void *pkt, size_t len)
 {
     (void)ctx;
-    if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur].iov_base || 4 * len < net.pkt_cap)
+    if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur].iov_base || 4 * len < net.rx_cap)
         return 0;
     void *fresh = pool_take(&net.spare);
     if (!fresh)
         return 0;
-    sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.pkt_cap);
+    sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.rx_cap);
     return 1;
 }
 
@@ -340,18 +342,33 @@ static int reading_bcast(void)
     return net.listening && net.ubcast.fd >= 0;
 }
 
-/* Hands the packets of one receive (got of them, len each) to the engines. */
+static void take_packet(const unsigned char *pkt, size_t len)
+{
+    net.stats.packets_received++;
+    net.stats.bytes_received += len;
+    if (net.faulty)
+        fault_pass(&net.frecv, net.now, claimed_src(pkt, len), pkt, len, engine_input, NULL);
+    else
+        engine_input(NULL, 0, pkt, len);
+}
+
+/* Hands the packets of one receive (got buffers, len bytes each) to the
+ * engines.  Over UDP with net.gro a buffer may hold several datagrams the
+ * kernel coalesced, each a whole packet: it is cut where each packet's
+ * length says (recvfrom, which cannot return the kernel's note of the
+ * datagrams' size, is the cheaper receive).  Only a buffer's first packet
+ * can be taken over (engine_take). */
 static void take_received(int got, const size_t *len)
 {
     for (int i = 0; i < got; i++) {
-        const unsigned char *pkt = net.rx.iov[i].iov_base;
-        net.stats.packets_received++;
-        net.stats.bytes_received += len[i];
+        const unsigned char *buf = net.rx.iov[i].iov_base;
         net.rx_cur = i;
-        if (net.faulty)
-            fault_pass(&net.frecv, net.now, claimed_src(pkt, len[i]), pkt, len[i], engine_input, NULL);
-        else
-            engine_input(NULL, 0, pkt, len[i]);
+        size_t at = 0, n = len[i];
+        do {
+            size_t one = net.gro ? wire_packet_bytes(buf + at, n - at) : n;
+            take_packet(buf + at, one);
+            at += one;
+        } while (at < n);
     }
     net.rx_cur = -1;
 }
@@ -556,8 +573,8 @@ static int open_carriers(const char *transport, struct net_addr *me)
     int rc = udp_open(&net.udp, iface, lo, hi, sockbuf);
     if (rc)
         return rc;
-    if (util_config_int(CFG_NET_GSO) == 1)
-        udp_gso_enable(&net.udp);
+    if (util_config_int(CFG_NET_GSO) == 1 && udp_gso_enable(&net.udp))
+        net.gro = udp_gro_enable(&net.udp);
     me->udp = net.udp.self;
     memcpy(me->bcast, net.udp.bcast, 4);
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
@@ -683,9 +700,12 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     if (net.carrier == CARRIER_UDP && (rc = open_udp_bcast()) != SHOAL_OK)
         return rc;
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
+    if (net.carrier != CARRIER_UDP)
+        net.gro = 0;
+    net.rx_cap = net.gro && net.pkt_cap < UDP_GRO_BYTES ? UDP_GRO_BYTES : net.pkt_cap;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
     /* buffers 64-byte aligned, as the AM layer expects payloads (after the 64-byte header) */
-    if (!net.txbuf || pool_init(&net.spare, NET_SPARE, net.pkt_cap))
+    if (!net.txbuf || pool_init(&net.spare, NET_SPARE, net.rx_cap))
         return SHOAL_ENOMEM;
     net.rx.n = NET_BATCH;
     net.rx_cur = -1;
@@ -693,7 +713,7 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         void *buf = pool_take(&net.spare);
         if (!buf)
             return SHOAL_ENOMEM;
-        sock_rx_set(&net.rx, i, buf, net.pkt_cap);
+        sock_rx_set(&net.rx, i, buf, net.rx_cap);
     }
     rc = start_engines(job_id, &me);
     if (rc)

@@ -286,6 +286,12 @@ int udp_gso_enable(struct udp_sock *s)
     return s->gso;
 }
 
+int udp_gro_enable(struct udp_sock *s)
+{
+    int one = 1;
+    return setsockopt(s->fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+}
+
 /* UDP_SEGMENT's limits: segments per send (UDP_MAX_SEGMENTS, 64 until
  * Linux 6.9), and bytes, which one IP datagram must hold before it is cut. */
 #define UDP_GSO_SEGMENTS 64u

@@ -78,6 +78,14 @@ void udp_conn_close(struct udp_conn *c);
  * datagrams (UDP_SEGMENT): one system call and one trip down the stack for
  * up to 64 of a large message's fragments.  0 if this kernel cannot. */
 int udp_gso_enable(struct udp_sock *s);
+/* Lets the kernel coalesce datagrams that arrive for s from one source
+ * (UDP_GRO): a run sent whole through a veth pair or loopback stays one
+ * buffer up to s's receive, and a NIC's GRO may merge a stream's
+ * datagrams.  The receive buffers must then hold UDP_GRO_BYTES, and the
+ * receiver cuts what arrives into datagrams again (shoal's packets carry
+ * their lengths: wire_packet_bytes).  0 if this kernel cannot. */
+#define UDP_GRO_BYTES 65536u
+int udp_gro_enable(struct udp_sock *s);
 
 /* A run of datagrams that leaves in one message. */
 struct udp_run {

@@ -138,6 +138,15 @@ static void decode_fields(const unsigned char *p, struct wire_header *h)
         .credits = get16(p + 56), .len = get16(p + 58), .csum = get32(p + 60)};
 }
 
+size_t wire_packet_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    if (n < WIRE_HEADER_BYTES)
+        return n;
+    size_t len = WIRE_HEADER_BYTES + (b[58] | (size_t)b[59] << 8);
+    return len <= n ? len : n;
+}
+
 enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expect *e, struct wire_header *h)
 {
     const unsigned char *p = buf;

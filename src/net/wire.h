@@ -93,6 +93,11 @@ size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const voi
  * buf + n).  Checks everything a packet says about itself (magic, version,
  * job, key, ranks, type, flags, length, checksum); incarnations, sequence
  * numbers and windows are the reliability layer's. */
+/* Where the packet at p (n bytes there) ends by its own length field: its
+ * bytes, or n when n is too short for a header or for that length (the
+ * decoder then drops it).  The length is covered by the header checksum on
+ * raw frames and by the UDP checksum of the datagram it came in. */
+size_t wire_packet_bytes(const void *p, size_t n);
 enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expect *e, struct wire_header *out);
 
 const char *wire_verdict_name(enum wire_verdict v);

@@ -47,7 +47,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_NET_BCAST] = {"SHOAL_NET_BCAST", "1",
                        "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost; 0: only reliable messages along a tree"},
     [CFG_NET_GSO] = {"SHOAL_NET_GSO", "1",
-                     "udp: 1: a run of up to 64 equal-sized datagrams to one peer (a large message's fragments) leaves in one system call that the kernel cuts into datagrams (UDP segmentation offload, Linux 4.18+; kept only where the kernel accepts it), 0: one datagram per message of sendmmsg"},
+                     "udp: 1: a run of up to 64 equal-sized datagrams to one peer (a large message's fragments) leaves in one system call that the kernel cuts into datagrams (UDP_SEGMENT, Linux 4.18+; kept only where the kernel accepts it), and arrives in one buffer where the kernel keeps it whole (UDP_GRO; 64 KiB receive buffers); 0: one datagram per system call entry"},
     [CFG_CRL_URC_SIZE] = {"SHOAL_CRL_URC_SIZE", "1024",
                           "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
     [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",

@@ -171,6 +171,37 @@ static void check_connected(void)
     udp_close(&a);
 }
 
+/* With UDP_GRO at the receiver, a run sent whole arrives as one buffer of
+ * its datagrams back to back, in order (over loopback the kernel never
+ * cuts it). */
+static void receive_coalesced(struct udp_sock *a, struct udp_sock *b, struct udp_packet *pk, double t0)
+{
+    CHECK(udp_gro_enable(b), "this kernel refuses UDP_GRO (Linux 5.0 has it)");
+    send_all(a, pk, 0, t0);
+    static char in[4][UDP_GRO_BYTES];
+    struct sock_rx rx = {.n = 4};
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, in[i], sizeof in[i]);
+    int got = 0, buffers = 0;
+    while (got < N) {
+        size_t len[4];
+        int k = udp_recv_batch(b, &rx, len, NULL);
+        CHECK(k >= 0, "udp_recv_batch: %d", k);
+        for (int i = 0; i < k; i++, buffers++)
+            for (size_t at = 0; at < len[i]; got++) {
+                int id = (unsigned char)in[i][at];
+                CHECK(id == got && at + pk[id].len <= len[i], "datagram %d at %zu of a %zu-byte buffer", id, at,
+                      len[i]);
+                for (size_t j = 0; j < pk[id].len; j++)
+                    CHECK((unsigned char)in[i][at + j] == id, "byte %zu of datagram %d", j, id);
+                at += pk[id].len;
+            }
+        TEST_DEADLINE(t0, 10, "the coalesced datagrams to arrive");
+    }
+    /* the 32 runs, three of them cut where udp_send's batches of 64 end */
+    CHECK(buffers == 35, "%d datagrams in %d buffers, not one per run", got, buffers);
+}
+
 /* Runs of equal datagrams leave in one system call each and still arrive
  * as separate datagrams of their own lengths: lengths 100, every 7th 37
  * (it ends a run), the destination switching between the carrier's socket
@@ -197,6 +228,7 @@ static void check_segmentation(void)
     double t0 = test_now();
     send_all(&a, pk, 0, t0);
     receive_all(&b, pk, &a, t0, from_either);
+    receive_coalesced(&a, &b, pk, t0);
     a.gso = 0;
     CHECK(udp_plan_runs(&a, pk, N, run) == N, "runs without segmentation");
     udp_conn_close(&c);
