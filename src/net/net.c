@@ -48,6 +48,14 @@ enum carrier { CARRIER_UDP, CARRIER_ETH };
 #define NET_THREAD_TICK_NS 10000000ull /* how often the progress thread looks */
 #define NET_THREAD_AFTER_NS 5000000ull /* how long the application must be away first */
 
+/* A receive buffer the engines hold packets of (engine_take): it goes
+ * back to the pool when the last of them is given back. */
+struct net_lent {
+    unsigned char *base;
+    unsigned refs;
+};
+#define NET_LENT_MAX 64u
+
 static struct {
     int active;
     enum carrier carrier;
@@ -71,7 +79,12 @@ static struct {
     size_t rx_cap;                /* bytes per receive buffer: pkt_cap, or UDP_GRO_BYTES with gro */
     unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
     struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
-    int rx_cur;                   /* the entry of rx whose packet the engines have, or -1 */
+    int rx_cur;                   /* the entry of rx whose packets the engines have, or -1 */
+    const unsigned char *rx_base; /* its buffer (the entry may get a fresh one meanwhile) */
+    size_t rx_fill;               /* bytes received into it */
+    int rx_lent;                  /* its index in lent once the engines hold a packet of it, else -1 */
+    struct net_lent lent[NET_LENT_MAX];
+    unsigned nlent;
     struct pkt_pool spare;        /* receive buffers the engines gave back, for the next take */
     const void *txref[NET_BATCH]; /* a queued datagram referenced in place, or NULL: in txbuf */
     size_t txlen[NET_BATCH];
@@ -292,27 +305,58 @@ static void count_drop(enum wire_verdict v)
 
 /* ---- receive buffers handed to the engines ----------------------------- */
 
-/* An engine keeps the packet it is given (io.take) when it is a large part
- * of its buffer: its payload is then copied only once, by the AM layer;
- * smaller ones are cheaper to copy than to hold a whole buffer for.  Only
- * packets still in the receive batch's buffers can be handed over (the
- * fault injector passes its own copies). */
+/* An engine keeps the packet it is given (io.take), so that its payload
+ * is copied only once, by the AM layer, when the receive filled at least a
+ * quarter of its buffer (one large packet, or several the kernel
+ * coalesced); a buffer holding less is cheaper to copy out of than to
+ * hold.  A packet cut from a coalesced buffer is kept only if its payload
+ * is 64-byte aligned, as the engines promise for payloads of 256 bytes or
+ * more.  The receive batch's entry gets a fresh buffer at the first packet
+ * kept; the buffer returns to the pool with the last.  Only packets in the
+ * buffer being handed over qualify (the fault injector passes its own
+ * copies). */
 static int engine_take(void *ctx, const void *pkt, size_t len)
 {
     (void)ctx;
-    if (net.rx_cur < 0 || pkt != net.rx.iov[net.rx_cur].iov_base || 4 * len < net.rx_cap)
+    const unsigned char *p = pkt;
+    if (net.rx_cur < 0 || p < net.rx_base || p >= net.rx_base + net.rx_fill || 4 * net.rx_fill < net.rx_cap ||
+        (p != net.rx_base && ((uintptr_t)p % 64 || len < WIRE_HEADER_BYTES + 256)))
         return 0;
-    void *fresh = pool_take(&net.spare);
-    if (!fresh)
-        return 0;
-    sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.rx_cap);
+    if (net.rx_lent < 0) {
+        void *fresh = net.nlent < NET_LENT_MAX ? pool_take(&net.spare) : NULL;
+        if (!fresh)
+            return 0;
+        sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.rx_cap);
+        net.rx_lent = (int)net.nlent;
+        net.lent[net.nlent++] = (struct net_lent){(unsigned char *)net.rx_base, 0};
+    }
+    net.lent[net.rx_lent].refs++;
     return 1;
+}
+
+/* Lent buffer i goes back to the pool when nothing in it is held any
+ * more and it is not the one being handed over. */
+static void lent_settle(unsigned i)
+{
+    if (net.lent[i].refs || (int)i == net.rx_lent)
+        return;
+    pool_give(&net.spare, net.lent[i].base);
+    net.lent[i] = net.lent[--net.nlent];
+    if (net.rx_lent == (int)net.nlent) /* the moved entry */
+        net.rx_lent = (int)i;
 }
 
 static void engine_give_back(void *ctx, void *pkt)
 {
     (void)ctx;
-    pool_give(&net.spare, pkt);
+    unsigned char *p = pkt;
+    unsigned i = 0;
+    while (i < net.nlent && (p < net.lent[i].base || p >= net.lent[i].base + net.rx_cap))
+        i++;
+    if (i == net.nlent)
+        util_fatal("the transport was given back a packet it never lent");
+    net.lent[i].refs--;
+    lent_settle(i);
 }
 
 static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
@@ -356,19 +400,26 @@ static void take_packet(const unsigned char *pkt, size_t len)
  * engines.  Over UDP with net.gro a buffer may hold several datagrams the
  * kernel coalesced, each a whole packet: it is cut where each packet's
  * length says (recvfrom, which cannot return the kernel's note of the
- * datagrams' size, is the cheaper receive).  Only a buffer's first packet
- * can be taken over (engine_take). */
+ * datagrams' size, is the cheaper receive).  The engines may keep packets
+ * of it (engine_take). */
 static void take_received(int got, const size_t *len)
 {
     for (int i = 0; i < got; i++) {
         const unsigned char *buf = net.rx.iov[i].iov_base;
-        net.rx_cur = i;
         size_t at = 0, n = len[i];
+        net.rx_cur = i;
+        net.rx_base = buf;
+        net.rx_fill = n;
+        net.rx_lent = -1;
         do {
             size_t one = net.gro ? wire_packet_bytes(buf + at, n - at) : n;
             take_packet(buf + at, one);
             at += one;
         } while (at < n);
+        int lent = net.rx_lent;
+        net.rx_lent = -1;
+        if (lent >= 0)
+            lent_settle((unsigned)lent);
     }
     net.rx_cur = -1;
 }
