@@ -758,9 +758,11 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     /* buffers 64-byte aligned, as the AM layer expects payloads (after the 64-byte header) */
     if (!net.txbuf || pool_init(&net.spare, NET_SPARE, net.rx_cap))
         return SHOAL_ENOMEM;
-    net.rx.n = NET_BATCH;
+    /* 64 KiB buffers (loopback's packets, or coalesced runs of up to 44
+     * packets) need no more than 16 per receive: 1 MiB, the window */
+    net.rx.n = net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
     net.rx_cur = -1;
-    for (unsigned i = 0; i < NET_BATCH; i++) {
+    for (unsigned i = 0; i < net.rx.n; i++) {
         void *buf = pool_take(&net.spare);
         if (!buf)
             return SHOAL_ENOMEM;
