@@ -1,30 +1,39 @@
-/* CRL's global operations (Table 3-2) over dsm messages, so that protocol
- * requests keep being served (and the outbox drained) while a rank waits
- * in one: a rank in the barrier may be the home another rank's read miss
- * needs.  Barrier: dissemination, ceil(log2 n) rounds.  Broadcast: a
- * binomial tree rooted at the sender (§4.7).  Reductions: a binomial tree
- * into rank 0, whose result goes back down the broadcast tree, so every
- * rank returns the same bits.  Collectives are numbered (every rank calls
- * them in the same order); one that arrives early waits in a list. */
+/* CRL's global operations (Table 3-2).  The barrier and the broadcast are
+ * dsm messages, on the channels the protocol uses, so a barrier message
+ * from rank a to rank b runs after every dsm message a sent b before it:
+ * with two ranks, a rank leaves the barrier only once the other's earlier
+ * messages (a MsgDelete, say) have run.  shoal_barrier's shared-memory
+ * flags pass no message, so it orders nothing (tried: a rank left it
+ * before the home's MsgDelete arrived), and shoal_broadcast needs a root
+ * rgn_bcast_recv does not name.  Barrier: dissemination, ceil(log2 n)
+ * rounds.  Broadcast: a
+ * binomial tree rooted at the sender (§4.7).  The reductions are
+ * shoal_allreduce, which combines in a fixed order and broadcasts the
+ * result, so every rank returns the same bits.  Waits run every handler,
+ * so a rank in one keeps serving the protocol requests it is home for.
+ * Barriers and broadcasts are numbered (every rank calls them in the same
+ * order); a message that arrives early waits in a list. */
 #include "dsm/dsm.h"
 #include "shoal/crl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum coll_kind { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_RESULT };
+enum coll_kind { COLL_BARRIER, COLL_BCAST }; /* args[0] bits 0-7 (docs/CRL.md §7) */
 #define COLL_ANY UINT32_MAX
 
 void dsm_coll_arrived(uint32_t src, const uint64_t *args, const void *data, size_t len)
 {
+    if ((args[0] & 0xff) > COLL_BCAST)
+        shoal_abort(1, "crl: collective message of unknown kind %u from rank %u", (unsigned)(args[0] & 0xff),
+                    src);
     struct dsm_coll_msg *c = malloc(sizeof *c + len);
     if (!c)
         shoal_abort(1, "crl: out of memory for a %zu-byte collective message", len);
     c->kind = (uint32_t)(args[0] & 0xff);
-    c->root = (uint32_t)(args[0] >> 8);
     c->src = src;
+    c->root = (uint32_t)(args[0] >> 8);
     c->seq = args[1];
-    c->value = args[2];
     c->len = len;
     if (len)
         memcpy(c->data, data, len);
@@ -41,10 +50,10 @@ void dsm_coll_fini(void)
     }
 }
 
-static void coll_send(uint32_t dst, enum coll_kind kind, uint32_t root, uint64_t seq, uint64_t value,
-                      const void *data, size_t len)
+static void coll_send(uint32_t dst, enum coll_kind kind, uint32_t root, uint64_t seq, const void *data,
+                      size_t len)
 {
-    uint64_t args[DSM_WIRE_ARGS] = {(uint64_t)kind | (uint64_t)root << 8, seq, value, 0};
+    uint64_t args[DSM_WIRE_ARGS] = {(uint64_t)kind | (uint64_t)root << 8, seq, 0, 0};
     dsm_wire_send(dst, DSM_H_COLL, args, data, len);
 }
 
@@ -71,7 +80,7 @@ void dsm_barrier(void)
     uint32_t me = dsm.node.rank, n = dsm.node.nranks;
     uint64_t seq = ++dsm.coll_seq;
     for (uint32_t k = 1; k < n; k <<= 1) {
-        coll_send((me + k) % n, COLL_BARRIER, 0, seq, k, NULL, 0);
+        coll_send((me + k) % n, COLL_BARRIER, 0, seq, NULL, 0);
         free(coll_wait(COLL_BARRIER, seq, (me + n - k) % n));
     }
     /* our last round's message may still be queued: a rank that left
@@ -89,7 +98,7 @@ void rgn_barrier(void)
 }
 
 /* Sends to this rank's children in the binomial tree rooted at root. */
-static void tree_forward(enum coll_kind kind, uint32_t root, uint64_t seq, const void *buf, size_t len)
+static void tree_forward(uint32_t root, uint64_t seq, const void *buf, size_t len)
 {
     uint32_t n = dsm.node.nranks, rel = (dsm.node.rank + n - root) % n;
     uint32_t span = 1;
@@ -98,7 +107,7 @@ static void tree_forward(enum coll_kind kind, uint32_t root, uint64_t seq, const
     uint32_t lowest = rel ? (rel & (0u - rel)) : span;
     for (uint32_t m = lowest >> 1; m; m >>= 1)
         if (rel + m < n)
-            coll_send((root + rel + m) % n, kind, root, seq, 0, buf, len);
+            coll_send((root + rel + m) % n, COLL_BCAST, root, seq, buf, len);
 }
 
 void rgn_bcast_send(int nbytes, void *buf)
@@ -106,7 +115,7 @@ void rgn_bcast_send(int nbytes, void *buf)
     dsm_check_init("rgn_bcast_send");
     if (nbytes < 0 || (nbytes && !buf))
         shoal_abort(1, "crl: rgn_bcast_send(%d, %p): bad size or buffer", nbytes, buf);
-    tree_forward(COLL_BCAST, dsm.node.rank, ++dsm.coll_seq, buf, (size_t)nbytes);
+    tree_forward(dsm.node.rank, ++dsm.coll_seq, buf, (size_t)nbytes);
 }
 
 void rgn_bcast_recv(int nbytes, void *buf)
@@ -120,75 +129,31 @@ void rgn_bcast_recv(int nbytes, void *buf)
         shoal_abort(1, "crl: rgn_bcast_recv expects %d bytes, but rank %u broadcast %zu", nbytes, c->root,
                     c->len);
     memcpy(buf, c->data, c->len);
-    tree_forward(COLL_BCAST, c->root, seq, c->data, c->len);
+    tree_forward(c->root, seq, c->data, c->len);
     free(c);
 }
 
-enum reduce_op { REDUCE_ADD, REDUCE_MIN, REDUCE_MAX };
-
-static double combine(enum reduce_op op, double a, double b)
-{
-    switch (op) {
-    case REDUCE_ADD:
-        return a + b;
-    case REDUCE_MIN:
-        return b < a ? b : a;
-    default:
-        return b > a ? b : a;
-    }
-}
-
-static uint64_t bits_of(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static double double_of(uint64_t u)
-{
-    double x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static double reduce(enum reduce_op op, double x, const char *call)
+static double reduce(enum shoal_rop op, double x, const char *call)
 {
     dsm_check_init(call);
-    uint32_t me = dsm.node.rank, n = dsm.node.nranks;
-    uint64_t seq = ++dsm.coll_seq;
-    double acc = x;
-    for (uint32_t mask = 1; mask < n; mask <<= 1) {
-        if (me & mask) {
-            coll_send(me - mask, COLL_REDUCE, 0, seq, bits_of(acc), NULL, 0);
-            break;
-        }
-        if (me + mask < n) {
-            struct dsm_coll_msg *c = coll_wait(COLL_REDUCE, seq, me + mask);
-            acc = combine(op, acc, double_of(c->value));
-            free(c);
-        }
-    }
-    if (me != 0) {
-        struct dsm_coll_msg *c = coll_wait(COLL_RESULT, seq, COLL_ANY);
-        memcpy(&acc, c->data, sizeof acc);
-        free(c);
-    }
-    tree_forward(COLL_RESULT, 0, seq, &acc, sizeof acc);
-    return acc;
+    double out;
+    int rc = shoal_allreduce(&x, &out, 1, SHOAL_DOUBLE, op);
+    if (rc != SHOAL_OK)
+        shoal_abort(1, "crl: %s on rank %u: %s", call, dsm.node.rank, shoal_strerror(rc));
+    return out;
 }
 
 double rgn_reduce_dadd(double x)
 {
-    return reduce(REDUCE_ADD, x, "rgn_reduce_dadd");
+    return reduce(SHOAL_ROP_SUM, x, "rgn_reduce_dadd");
 }
 
 double rgn_reduce_dmin(double x)
 {
-    return reduce(REDUCE_MIN, x, "rgn_reduce_dmin");
+    return reduce(SHOAL_ROP_MIN, x, "rgn_reduce_dmin");
 }
 
 double rgn_reduce_dmax(double x)
 {
-    return reduce(REDUCE_MAX, x, "rgn_reduce_dmax");
+    return reduce(SHOAL_ROP_MAX, x, "rgn_reduce_dmax");
 }

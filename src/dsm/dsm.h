@@ -39,7 +39,7 @@ struct dsm_reassembly {
 struct dsm_coll_msg {
     struct dsm_coll_msg *next;
     uint32_t kind, src, root;
-    uint64_t seq, value;
+    uint64_t seq;
     size_t len;
     unsigned char data[];
 };

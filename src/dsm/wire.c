@@ -1,7 +1,7 @@
 /* dsm messages over active messages.  Every dsm message is a medium
  * request of four argument words and a payload:
  *   proto: [rid, type | version << 32, aux, prefix]
- *   coll:  [kind | root << 8, seq, value, prefix]
+ *   coll:  [kind | root << 8, seq, 0, prefix]   (kind 0: barrier, 1: broadcast)
  *   frag:  [offset, total, 0, 0]
  *   wake:  [0, 0, 0, 0], to ourselves
  * prefix is how many leading payload bytes went ahead in frag messages

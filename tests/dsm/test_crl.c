@@ -721,6 +721,16 @@ static void misuse_bcast_size(void)
     rgn_barrier();
 }
 
+/* Rank 0 sums while rank 1 takes the maximum: shoal_allreduce names both. */
+static void misuse_reduce_mismatch(void)
+{
+    if (me == 0)
+        rgn_reduce_dadd(1.0);
+    else
+        rgn_reduce_dmax(1.0);
+    rgn_barrier();
+}
+
 static void misuse_stray_pointer(void)
 {
     static uint64_t junk[64];
@@ -766,6 +776,7 @@ int main(int argc, char **argv)
         {"misuse_delete_in_operation", misuse_delete_in_operation},
         {"misuse_delete_in_use", misuse_delete_in_use},
         {"misuse_use_after_delete", misuse_use_after_delete},
+        {"misuse_reduce_mismatch", misuse_reduce_mismatch},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {
