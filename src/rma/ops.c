@@ -11,7 +11,7 @@
 /* Internal AM handlers and the request/reply argument layout. */
 enum { RMA_H_REQ = AM_INTERNAL_BASE, RMA_H_REP };
 enum { RQ_KIND, RQ_ID, RQ_KEY, RQ_OFF, RQ_N, RQ_COOKIE, RQ_A, RQ_B, RQ_C, RQ_OUT, RQ_ARGS };
-enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_ARGS };
+enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_CHUNKS, RP_ARGS };
 
 #define RMA_MAX_OPS 1024u
 #define OPT_MASK (SHOAL_STATUS_NONE | SHOAL_STATUS_FAILURES)
@@ -19,7 +19,7 @@ enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_ARGS };
 /* A command sent for its target to run, until its replies are in. */
 struct rma_op {
     uint64_t serial;   /* 0: free */
-    uint32_t pending;  /* replies still due (one per chunk) */
+    uint32_t pending;  /* chunks not yet answered (a reply answers RP_CHUNKS of them) */
     int32_t status;    /* first failure */
     unsigned color;
     shoal_handle_t *h;
@@ -43,6 +43,7 @@ static struct {
     size_t chunk;             /* payload bytes per message */
     size_t net_chunk;         /* ... to a rank over the network: what one packet carries both ways */
     int32_t *split_refused;   /* [nranks]: the refusal of the split command each rank is sending */
+    uint32_t *unanswered;     /* [nranks]: chunks of the put each rank is sending that ran and await the reply */
 } ops;
 
 /* ---- completion ------------------------------------------------------------ */
@@ -280,7 +281,11 @@ static int wants_reply(unsigned opt, uint64_t cookie, int rc)
 static void drop_request(shoal_token_t tok, uint64_t cookie)
 {
     am.stats.dropped++;
-    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)SHOAL_EINVAL, [RP_COOKIE] = cookie};
+    int src = shoal_token_source(tok);
+    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)SHOAL_EINVAL, [RP_COOKIE] = cookie,
+                           [RP_CHUNKS] = 1 + (src >= 0 ? ops.unanswered[src] : 0)};
+    if (src >= 0)
+        ops.unanswered[src] = 0;
     if (cookie)
         am_reply_internal(tok, RMA_H_REP, NULL, 0, RP_ARGS, r);
 }
@@ -335,9 +340,22 @@ static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64
         ops.split_refused[src] = rma_is_refusal(rc) ? rc : 0;
     if (!wants_reply(c.flags & OPT_MASK, cookie, rc))
         return;
+    /* A put's chunks that succeed are answered together, by the reply to
+     * its last chunk or to a refused one: the chunks of one command arrive
+     * back to back and run in order, and a streaming sender would
+     * otherwise read one reply per 64 KB packet. */
+    uint64_t chunks = 1;
+    if (c.kind == RMA_PUT || c.kind == RMA_PUT_FLAG) {
+        if (rc == SHOAL_OK && c.off + c.n != c.whole_off + c.whole_n) {
+            ops.unanswered[src]++;
+            return;
+        }
+        chunks += ops.unanswered[src];
+        ops.unanswered[src] = 0;
+    }
     uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = cookie, [RP_OUT] = a[RQ_OUT],
                            [RP_OBSERVED] = cas.observed, [RP_OLD] = cas.old,
-                           [RP_FLAG] = (uint64_t)(cas.swapped | written)};
+                           [RP_FLAG] = (uint64_t)(cas.swapped | written), [RP_CHUNKS] = chunks};
     int sent = am_reply_internal(tok, RMA_H_REP, ops.scratch, rc ? 0 : out_bytes, RP_ARGS, r);
     if (sent)
         util_fatal("replying to rank %d's one-sided command failed: %s", src, shoal_strerror(sent));
@@ -358,7 +376,9 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
         return;
     }
     struct rma_op *o = &ops.ops[cookie & (RMA_MAX_OPS - 1)];
-    if (o->serial != cookie >> 10 || o->pending == 0 || (nbytes && a[RP_OUT] + nbytes > o->out_bytes)) {
+    uint64_t chunks = a[RP_CHUNKS];
+    if (o->serial != cookie >> 10 || chunks == 0 || chunks > o->pending ||
+        (nbytes && a[RP_OUT] + nbytes > o->out_bytes)) {
         am.stats.dropped++; /* names no command in flight, or its results overflow */
         return;
     }
@@ -370,7 +390,8 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
     if (o->written)
         *o->written = (int)a[RP_FLAG];
     note_failure(&o->status, status);
-    if (--o->pending == 0)
+    o->pending -= (uint32_t)chunks;
+    if (o->pending == 0)
         op_complete(o);
 }
 
@@ -665,7 +686,8 @@ void rma_ops_init(void)
     ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
     ops.unfenced = calloc((size_t)rma.nranks, 1);
     ops.split_refused = calloc((size_t)rma.nranks, sizeof *ops.split_refused);
-    if (!ops.scratch || !ops.unfenced || !ops.split_refused)
+    ops.unanswered = calloc((size_t)rma.nranks, sizeof *ops.unanswered);
+    if (!ops.scratch || !ops.unfenced || !ops.split_refused || !ops.unanswered)
         util_fatal("out of memory for the one-sided command tables");
     am_register_internal(RMA_H_REQ, on_request);
     am_register_internal(RMA_H_REP, on_reply);
@@ -678,5 +700,6 @@ void rma_ops_fini(void)
     free(ops.scratch);
     free(ops.unfenced);
     free(ops.split_refused);
+    free(ops.unanswered);
     memset(&ops, 0, sizeof ops);
 }
