@@ -78,7 +78,7 @@ static struct {
     int gro;                      /* udp: the kernel may coalesce received datagrams (udp_gro_enable) */
     size_t rx_cap;                /* bytes per receive buffer: pkt_cap, or UDP_GRO_BYTES with gro */
     unsigned char *txbuf;         /* NET_BATCH packets of pkt_cap each */
-    struct sock_rx rx;            /* receive headers over NET_BATCH packet buffers, described once */
+    struct sock_rx rx;            /* receive headers over rx.n buffers of rx_cap bytes, described once */
     int rx_cur;                   /* the entry of rx whose packets the engines have, or -1 */
     const unsigned char *rx_base; /* its buffer (the entry may get a fresh one meanwhile) */
     size_t rx_fill;               /* bytes received into it */
