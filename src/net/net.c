@@ -48,8 +48,8 @@ enum carrier { CARRIER_UDP, CARRIER_ETH };
 #define NET_THREAD_TICK_NS 10000000ull /* how often the progress thread looks */
 #define NET_THREAD_AFTER_NS 5000000ull /* how long the application must be away first */
 
-/* A receive buffer the engines hold packets of (engine_take): it goes
- * back to the pool when the last of them is given back. */
+/* A receive buffer of several packets the engines hold some of
+ * (engine_take): it goes back to the pool when the last is given back. */
 struct net_lent {
     unsigned char *base;
     unsigned refs;
@@ -312,9 +312,11 @@ static void count_drop(enum wire_verdict v)
  * hold.  A packet cut from a coalesced buffer is kept only if its payload
  * is 64-byte aligned, as the engines promise for payloads of 256 bytes or
  * more.  The receive batch's entry gets a fresh buffer at the first packet
- * kept; the buffer returns to the pool with the last.  Only packets in the
- * buffer being handed over qualify (the fault injector passes its own
- * copies). */
+ * kept.  A buffer that is one packet goes back to the pool when it is
+ * given back; one of several is counted in net.lent (at most NET_LENT_MAX
+ * of them: a packet's giving back searches it) and goes back with its
+ * last.  Only packets in the buffer being handed over qualify (the fault
+ * injector passes its own copies). */
 static int engine_take(void *ctx, const void *pkt, size_t len)
 {
     (void)ctx;
@@ -322,11 +324,14 @@ static int engine_take(void *ctx, const void *pkt, size_t len)
     if (net.rx_cur < 0 || p < net.rx_base || p >= net.rx_base + net.rx_fill || 4 * net.rx_fill < net.rx_cap ||
         (p != net.rx_base && ((uintptr_t)p % 64 || len < WIRE_HEADER_BYTES + 256)))
         return 0;
+    int alone = p == net.rx_base && len == net.rx_fill;
     if (net.rx_lent < 0) {
-        void *fresh = net.nlent < NET_LENT_MAX ? pool_take(&net.spare) : NULL;
+        void *fresh = alone || net.nlent < NET_LENT_MAX ? pool_take(&net.spare) : NULL;
         if (!fresh)
             return 0;
         sock_rx_set(&net.rx, (unsigned)net.rx_cur, fresh, net.rx_cap);
+        if (alone)
+            return 1;
         net.rx_lent = (int)net.nlent;
         net.lent[net.nlent++] = (struct net_lent){(unsigned char *)net.rx_base, 0};
     }
@@ -353,8 +358,10 @@ static void engine_give_back(void *ctx, void *pkt)
     unsigned i = 0;
     while (i < net.nlent && (p < net.lent[i].base || p >= net.lent[i].base + net.rx_cap))
         i++;
-    if (i == net.nlent)
-        util_fatal("the transport was given back a packet it never lent");
+    if (i == net.nlent) { /* a buffer that was this one packet */
+        pool_give(&net.spare, p);
+        return;
+    }
     net.lent[i].refs--;
     lent_settle(i);
 }
