@@ -6,10 +6,9 @@
  * flags pass no message, so it orders nothing (tried: a rank left it
  * before the home's MsgDelete arrived), and shoal_broadcast needs a root
  * rgn_bcast_recv does not name.  Barrier: dissemination, ceil(log2 n)
- * rounds.  Broadcast: a
- * binomial tree rooted at the sender (§4.7).  The reductions are
- * shoal_allreduce, which combines in a fixed order and broadcasts the
- * result, so every rank returns the same bits.  Waits run every handler,
+ * rounds.  Broadcast: a binomial tree rooted at the sender (§4.7).  The
+ * reductions are shoal_allreduce, which combines in a fixed order and
+ * broadcasts the result, so every rank returns the same bits.  Waits run every handler,
  * so a rank in one keeps serving the protocol requests it is home for.
  * Barriers and broadcasts are numbered (every rank calls them in the same
  * order); a message that arrives early waits in a list. */

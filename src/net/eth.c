@@ -99,7 +99,6 @@ int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
     return sock_send(n, describe, &b, "raw Ethernet");
 }
 
-
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
 {
     int got = sock_rx_recv(s->fd, rx, from != NULL);

@@ -287,6 +287,15 @@ static void pkt_free(struct rel *r, unsigned char *pkt, uint32_t len)
         free(pkt);
 }
 
+/* The payload after a packet's header: head, then body. */
+static void put_payload(unsigned char *pkt, const void *head, size_t hlen, const void *body, size_t blen)
+{
+    if (hlen)
+        memcpy(pkt + WIRE_HEADER_BYTES, head, hlen);
+    if (blen)
+        memcpy(pkt + WIRE_HEADER_BYTES + hlen, body, blen);
+}
+
 /* ---- the transmission-order list ------------------------------------------- */
 
 static void txl_remove(struct peer *p, struct tx_slot *t)
@@ -851,10 +860,7 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
         r->stats.nomem++;
     if (rc != SHOAL_OK)
         return rc;
-    if (hlen)
-        memcpy(copy + WIRE_HEADER_BYTES, head, hlen);
-    if (blen)
-        memcpy(copy + WIRE_HEADER_BYTES + hlen, body, blen);
+    put_payload(copy, head, hlen, body, blen);
     uint32_t seq = p->nxt++;
     struct tx_slot *t = &p->tx[seq & (r->tx_slots - 1)];
     *t = (struct tx_slot){.pkt = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
@@ -879,10 +885,7 @@ int rel_bcast(struct rel *r, const void *head, size_t hlen, const void *body, si
         r->stats.nomem++;
         return SHOAL_ENOMEM;
     }
-    if (hlen)
-        memcpy(pkt + WIRE_HEADER_BYTES, head, hlen);
-    if (blen)
-        memcpy(pkt + WIRE_HEADER_BYTES + hlen, body, blen);
+    put_payload(pkt, head, hlen, body, blen);
     wire_encode_header(pkt, &h, r->cfg.need_checksum);
     r->stats.bcasts_sent++;
     r->io.xmit(r->ctx, WIRE_BROADCAST, pkt, WIRE_HEADER_BYTES + len, 0);
