@@ -96,7 +96,8 @@ static int describe(const void *ctx, unsigned i, struct mmsghdr *m, struct iovec
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
 {
     struct eth_batch b = {s, f};
-    return sock_send(n, describe, &b, "raw Ethernet");
+    int rc = sock_send(n, describe, &b);
+    return rc < 0 ? sock_failed(rc, "raw Ethernet") : rc;
 }
 
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)

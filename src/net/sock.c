@@ -49,7 +49,13 @@ static int send_run(int fd, struct mmsghdr *m, unsigned n)
     return (int)done;
 }
 
-int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *what)
+int sock_failed(int err, const char *what)
+{
+    LOG(LOG_ERROR, "sending on the %s socket: %s", what, strerror(-err));
+    return SHOAL_ESYS;
+}
+
+int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx)
 {
     struct mmsghdr msgs[SOCK_BATCH];
     struct iovec iov[SOCK_BATCH];
@@ -67,10 +73,8 @@ int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *w
             int sent = send_run(fds[taken], msgs + taken, run);
             if (sent == -EAGAIN || sent == -ENOBUFS)
                 return (int)(done + taken);
-            if (sent < 0) {
-                LOG(LOG_ERROR, "sending on the %s socket: %s", what, strerror(-sent));
-                return SHOAL_ESYS;
-            }
+            if (sent < 0) /* what went before counts; the next call meets the error first */
+                return done + taken ? (int)(done + taken) : sent;
             taken += (unsigned)sent;
             if ((unsigned)sent < run)
                 return (int)(done + taken);

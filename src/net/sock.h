@@ -26,9 +26,12 @@ typedef int (*sock_dgram_fn)(const void *ctx, unsigned i, struct mmsghdr *m, str
 
 /* Sends n datagrams, each run of datagrams for one socket in system calls
  * of up to SOCK_BATCH: how many the kernel took (fewer when a buffer
- * filled), or SHOAL_ESYS on another error (logged, `what` naming the
- * carrier). */
-int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx, const char *what);
+ * filled or a later datagram failed), or -errno when the first one failed
+ * other than for room, which the carrier handles or reports with
+ * sock_failed. */
+int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx);
+/* Logs that sending on the `what` socket failed with -err; SHOAL_ESYS. */
+int sock_failed(int err, const char *what);
 
 /* A batch of receive buffers described once and reused by every receive:
  * setting up SOCK_BATCH headers per poll showed as 15 % of a ping-pong. */

@@ -364,14 +364,15 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
         unsigned chunk = n - done < SOCK_BATCH ? n - done : SOCK_BATCH;
         b.p = pkts + done;
         unsigned runs = udp_plan_runs(s, b.p, chunk, b.run);
-        int rc = sock_send(runs, describe, &b, "UDP");
+        int rc = sock_send(runs, describe, &b);
         if (rc < 0 && runs < chunk) {
             s->gso = 0;
-            LOG(LOG_WARN, "UDP segmentation offload refused: one datagram per message from now on");
+            LOG(LOG_WARN, "UDP segmentation offload refused (%s): one datagram per message from now on",
+                strerror(-rc));
             return (int)done;
         }
         if (rc < 0)
-            return rc;
+            return sock_failed(rc, "UDP");
         for (int r = 0; r < rc; r++)
             done += b.run[r].count;
         if ((unsigned)rc < runs)
