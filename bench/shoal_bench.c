@@ -15,6 +15,9 @@
  *   bw       streaming: rank 0 keeps --window long requests in flight, each
  *            to its own slot of the peer's segment, and the handler at the
  *            target acknowledges each with a short reply; GB/s ("am_long_bw").
+ *   ratemore, bwmore   rate and bw (the same records) with SHOAL_MORE on
+ *            every request but the last before rank 0 waits: over the
+ *            network a burst leaves in a few system calls.
  *   barrier  mean time of back-to-back shoal_barrier() calls over every rank
  *            of the job ("barrier_lat"); a barrier synchronizes, so the loop
  *            mean is seed 001 §5.4's already-synchronized case.
@@ -218,6 +221,10 @@ static double pingpong(enum ping_kind kind, const void *src, size_t size, long n
 }
 
 /* n short requests back to back, acknowledged once at the end. */
+/* Flags of the requests of rate and bw that another follows at once
+ * (SHOAL_MORE for ratemore and bwmore). */
+static unsigned more;
+
 static double flood(long n)
 {
     flood_target = (uint64_t)n;
@@ -228,7 +235,7 @@ static double flood(long n)
     }
     double t0 = bench_now();
     for (long i = 0; i < n; i++)
-        check(shoal_am_request_short(1, H_COUNT, 0, shoal_args((uint64_t)i)), "request_short");
+        check(shoal_am_request_short(1, H_COUNT, i + 1 < n ? more : 0, shoal_args((uint64_t)i)), "request_short");
     check(shoal_wait_until(&acks, 1), "wait_until");
     return bench_now() - t0;
 }
@@ -246,7 +253,8 @@ static double stream(const void *src, size_t size, long n, int w)
     for (long sent = 0; sent < n; sent++) {
         while ((uint64_t)sent - acks >= (uint64_t)w)
             check(shoal_poll(), "poll");
-        check(shoal_am_request_long(1, H_SINK_LONG, 0, src, size, seg,
+        unsigned flags = sent + 1 < n && (uint64_t)sent + 1 - acks < (uint64_t)w ? more : 0;
+        check(shoal_am_request_long(1, H_SINK_LONG, flags, src, size, seg,
                                     (size_t)(sent % w) * size, shoal_noargs),
               "request_long");
     }
@@ -761,9 +769,13 @@ int main(int argc, char **argv)
     for (unsigned h = 0; h < sizeof handlers / sizeof handlers[0]; h++)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
-                    "short medium long rate bw barrier bcast logp "
+                    "short medium long rate bw ratemore bwmore barrier bcast logp "
                     "put putflag get fadd cswap arate putbw fifo signal") < 0)
         shoal_abort(2, "bad command line");
+    if (strcmp(o.test, "ratemore") == 0 || strcmp(o.test, "bwmore") == 0) {
+        more = SHOAL_MORE;
+        o.test = o.test[0] == 'r' ? "rate" : "bw";
+    }
     /* A flood message, or a blocking get or atomic, costs a fraction of a
      * round trip: more of them per batch. */
     int is_rma_op = strcmp(o.test, "get") == 0 || strcmp(o.test, "fadd") == 0 ||

@@ -112,6 +112,13 @@ SHOAL_API double shoal_wtime(void);
 
 /* Send flag: fail with SHOAL_EAGAIN instead of waiting for ring space. */
 #define SHOAL_IMMEDIATE 0x1u
+/* Send flag (requests, and the commands below): more sends follow at once.
+ * A message to a peer over the network may wait in the transport's queue
+ * until a call without it sends, or this rank polls or waits, so that a
+ * burst of small messages leaves in a few system calls (the progress
+ * thread, SHOAL_NET_THREAD=1, sends what a rank leaves there within about
+ * 15 ms).  No effect over shared memory. */
+#define SHOAL_MORE 0x10u
 
 /* Opaque description of the message a handler is running for. */
 typedef struct shoal_token *shoal_token_t;
@@ -441,6 +448,7 @@ struct shoal_stats {
     uint64_t net_dropped;          /* packets refused, all reasons (duplicates included) */
     uint64_t net_dropped_foreign;  /* of which not shoal's or another job's (magic, version, job, key) */
     uint64_t net_dropped_malformed;/* of which damaged (length, checksum, type, rank) */
+    uint64_t net_send_batches;     /* times queued packets went to the kernel (a few system calls each) */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

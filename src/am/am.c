@@ -237,6 +237,8 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     return SHOAL_OK;
 }
 
+#define AM_SEND_FLAGS (SHOAL_IMMEDIATE | SHOAL_MORE)
+
 /* Which argument is wrong, once am_check_common's fast test has failed. */
 static int am_check_which(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
@@ -250,7 +252,7 @@ static int am_check_which(int dest, unsigned handler, unsigned flags, unsigned n
         return SHOAL_ENOHANDLER;
     if (nargs > SHOAL_AM_MAX_ARGS)
         return SHOAL_ETOOBIG;
-    if ((nargs && !args) || (flags & ~SHOAL_IMMEDIATE))
+    if ((nargs && !args) || (flags & ~AM_SEND_FLAGS))
         return SHOAL_EINVAL;
     return SHOAL_OK;
 }
@@ -262,7 +264,7 @@ static inline int am_check_common(int dest, unsigned handler, unsigned flags, un
                                   const uint64_t *args)
 {
     unsigned bad = ((unsigned)dest >= (unsigned)am.nranks) | (handler >= SHOAL_AM_MAX_HANDLERS) |
-                   (nargs > SHOAL_AM_MAX_ARGS) | (flags & ~SHOAL_IMMEDIATE) | (nargs && !args);
+                   (nargs > SHOAL_AM_MAX_ARGS) | (flags & ~AM_SEND_FLAGS) | (nargs && !args);
     if (UTIL_LIKELY(!bad && am_handlers[handler]))
         return SHOAL_OK; /* am.nranks is 0 before init, so dest fails then */
     return am_check_which(dest, handler, flags, nargs, args);

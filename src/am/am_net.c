@@ -124,7 +124,8 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
             return rc;
         done += chunk;
     } while (done < nbytes);
-    net_flush();
+    if (!(flags & SHOAL_MORE))
+        net_flush();
     am.stats.am_sent[cls]++;
     am.stats.bytes_sent += nbytes;
     return SHOAL_OK;

@@ -200,6 +200,7 @@ int shoal_stats_get(struct shoal_stats *out)
         out->net_dropped = ns.dropped;
         out->net_dropped_foreign = ns.dropped_foreign;
         out->net_dropped_malformed = ns.dropped_malformed;
+        out->net_send_batches = ns.send_batches;
     }
     out->rma_refused = atomic_load_explicit(&rma.hdr[boot.rank]->refused, memory_order_relaxed);
     return SHOAL_OK;

@@ -153,6 +153,7 @@ static void flush_tx(void)
     /* what the kernel did not take is lost; the engines resend it */
     net.stats.send_overflows += n - sent;
     net.stats.packets_sent += sent;
+    net.stats.send_batches++;
 }
 
 /* Packets up to this size are copied into the batch even when they could
@@ -279,10 +280,13 @@ int net_bcast(const void *head, size_t hlen, const void *body, size_t blen)
     return rc;
 }
 
+/* What handlers send leaves when their poll ends, all in one batch: a
+ * poll that runs many requests' handlers sends their replies together. */
 void net_flush(void)
 {
     lock();
-    flush_tx();
+    if (!net.polling)
+        flush_tx();
     unlock();
 }
 

@@ -44,6 +44,7 @@ struct net_stats {
     uint64_t dropped_malformed;/* of which damaged (length, checksum, type, rank) */
     uint64_t faults_dropped;   /* lost on purpose by SHOAL_FAULTS */
     uint64_t thread_runs;      /* times the progress thread worked for an absent application */
+    uint64_t send_batches;     /* flushes of the send queue that had packets */
 };
 
 /* Collective.  transport is "udp" or "eth"; deliver runs every message. */
@@ -71,7 +72,8 @@ int net_bcast_native(void);
 /* A collective starts (on 1) or stops (0) waiting for broadcasts: over UDP
  * the broadcast socket is read only meanwhile (nests). */
 void net_bcast_listen(int on);
-/* Hands queued packets to the kernel. */
+/* Hands queued packets to the kernel, unless a poll is running (its end
+ * does it). */
 void net_flush(void);
 /* Receives, runs the timers and delivers messages (only replies when
  * replies_only); returns packets the engines accepted plus messages

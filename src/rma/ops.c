@@ -201,7 +201,8 @@ static int splits(enum rma_kind k)
 }
 
 /* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
- * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
+ * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent.
+ * All but the last go with SHOAL_MORE, so the parts leave together. */
 static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
                     size_t bytes, unsigned flags)
 {
@@ -209,7 +210,8 @@ static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64
         [RQ_KIND] = (uint64_t)c->kind | (uint64_t)(c->flags & (OPT_MASK | SHOAL_FIFO_RETRY)) << 8,
         [RQ_ID] = c->id, [RQ_KEY] = c->key, [RQ_OFF] = c->off, [RQ_N] = c->n, [RQ_COOKIE] = cookie,
         [RQ_A] = c->a, [RQ_B] = c->b, [RQ_C] = splits(c->kind) ? c->whole_n : c->c, [RQ_OUT] = out_off};
-    int rc = am_request_internal(target, RMA_H_REQ, flags & SHOAL_IMMEDIATE, data, bytes, RQ_ARGS, args);
+    int rc = am_request_internal(target, RMA_H_REQ, flags & (SHOAL_IMMEDIATE | SHOAL_MORE), data, bytes, RQ_ARGS,
+                                 args);
     if (rc && rc != SHOAL_EAGAIN)
         util_fatal("sending a one-sided command to rank %d failed: %s", target, shoal_strerror(rc));
     return rc;
@@ -258,7 +260,8 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
             part.off = c->off + first * unit;
         }
         const char *data = c->data ? (const char *)c->data + first * unit : NULL;
-        if (send_one(target, &part, cookie, first * unit, data, payload_of(&part), i ? 0 : d->flags) != SHOAL_OK) {
+        unsigned flags = (i ? d->flags & SHOAL_MORE : d->flags) | (i + 1 < chunks ? SHOAL_MORE : 0);
+        if (send_one(target, &part, cookie, first * unit, data, payload_of(&part), flags) != SHOAL_OK) {
             if (o)
                 op_release(o); /* nothing was sent */
             return SHOAL_EAGAIN;
@@ -443,7 +446,7 @@ static int check_common(shoal_rmem_t m, unsigned flags, shoal_handle_t *h, unsig
         return SHOAL_ENOTINIT;
     if (m.rank < 0 || m.rank >= rma.nranks)
         return SHOAL_ERANK;
-    if (flags & ~(SHOAL_IMMEDIATE | OPT_MASK | 0xf00u | allowed))
+    if (flags & ~(SHOAL_IMMEDIATE | SHOAL_MORE | OPT_MASK | 0xf00u | allowed))
         return SHOAL_EINVAL;
     unsigned opt = flags & OPT_MASK;
     if (opt == OPT_MASK || (opt && (h || color_of(flags))))

@@ -1,7 +1,7 @@
 /* Active-message tests, run through shoalrun: every class in both
  * directions, payload sizes across slot and ring boundaries, handler-rule
- * violations, immediate mode, API misuse, barrier, and an all-to-all storm
- * that fills rings (deadlock freedom with bounded buffers).
+ * violations, immediate mode, SHOAL_MORE bursts, API misuse, barrier, and an
+ * all-to-all storm that fills rings (deadlock freedom with bounded buffers).
  * Usage: test_am <test>   (see the table in main) */
 #include "shoal.h"
 #include "../common/check.h"
@@ -13,7 +13,7 @@
 
 enum {
     H_SHORT_REQ = 1, H_SHORT_REP, H_MED_REQ, H_MED_REP, H_LONG_REQ, H_LONG_REP,
-    H_RULES_REQ, H_RULES_REP, H_COUNT, H_STORM_REQ, H_STORM_REP,
+    H_RULES_REQ, H_RULES_REP, H_COUNT, H_STORM_REQ, H_STORM_REP, H_IN_ORDER,
 };
 
 static int me, np;
@@ -298,6 +298,65 @@ static void test_immediate(void)
     }
 }
 
+/* ---- more: SHOAL_MORE bursts arrive whole and in order, and over the
+ * network leave in batches ------------------------------------------------ */
+static volatile uint64_t in_order;
+static void in_order_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)buf; (void)n; (void)na;
+    CHECK(a[0] == in_order, "message %llu arrived when %llu was due", (unsigned long long)a[0],
+          (unsigned long long)in_order);
+    in_order++;
+}
+
+static void wait_in_order(uint64_t n, double limit, const char *what)
+{
+    double t0 = test_now();
+    while (in_order < n) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, limit, what);
+    }
+}
+
+/* Sends n requests to rank 1, with SHOAL_MORE on all but the last when
+ * `more`; the batches the transport used to send them. */
+static uint64_t burst(uint64_t first, uint64_t n, int more)
+{
+    struct shoal_stats a, b;
+    CHECK_RC(shoal_stats_get(&a), SHOAL_OK);
+    for (uint64_t i = first; i < first + n; i++)
+        CHECK_RC(shoal_am_request_short(1, H_IN_ORDER, more && i + 1 < first + n ? SHOAL_MORE : 0, shoal_args(i)),
+                 SHOAL_OK);
+    CHECK_RC(shoal_stats_get(&b), SHOAL_OK);
+    return b.net_send_batches - a.net_send_batches;
+}
+
+static void test_more(void)
+{
+    enum { N = 200 };
+    CHECK(np >= 2, "needs 2 ranks");
+    CHECK_RC(shoal_am_request_short(1, H_IN_ORDER, 0x100, shoal_noargs), SHOAL_EINVAL);
+    in_order = 0;
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0) {
+        uint64_t plain = burst(0, N, 0), batched = burst(N, N, 1);
+        if (!shoal_rank_local(1)) {
+            CHECK(plain >= N, "%d plain requests left in %llu batches", N, (unsigned long long)plain);
+            CHECK(batched <= N / 4, "%d requests with SHOAL_MORE left in %llu batches", N,
+                  (unsigned long long)batched);
+        }
+        /* one left queued: the progress thread sends it while this rank sleeps */
+        CHECK_RC(shoal_am_request_short(1, H_IN_ORDER, SHOAL_MORE, shoal_args(2 * N)), SHOAL_OK);
+        usleep(1000000);
+    } else if (me == 1) {
+        wait_in_order(2 * N, 30, "the two bursts");
+        double t0 = test_now();
+        wait_in_order(2 * N + 1, 30, "the request left queued");
+        CHECK(test_now() - t0 < 0.5, "a request left queued took %.3f s", test_now() - t0);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+}
+
 /* ---- storm: everyone sends to everyone, rings fill, nothing deadlocks --- */
 static uint64_t storm_expected;
 /* its own count: on shm the barrier test's last H_COUNT messages may still
@@ -386,6 +445,7 @@ int main(int argc, char **argv)
     shoal_am_register(H_COUNT, count_handler);
     shoal_am_register(H_STORM_REQ, storm_req);
     shoal_am_register(H_STORM_REP, storm_rep);
+    shoal_am_register(H_IN_ORDER, in_order_handler);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
@@ -415,6 +475,8 @@ int main(int argc, char **argv)
     RUN("storm", test_storm(np > 4 ? 20 : 200));
     if (!strcmp(test, "immediate"))
         test_immediate();
+    if (!strcmp(test, "more"))
+        test_more();
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     CHECK_RC(shoal_poll(), SHOAL_ENOTINIT);
