@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -38,6 +39,7 @@ static int iface_info(int fd, const char *name, struct eth_sock *s)
     s->mtu = (unsigned)ifr.ifr_mtu;
     ioctl(fd, SIOCGIFHWADDR, &ifr);
     memcpy(s->self.mac, ifr.ifr_hwaddr.sa_data, 6);
+    s->loopback = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_LOOPBACK);
     return SHOAL_OK;
 }
 
@@ -74,6 +76,35 @@ void eth_close(struct eth_sock *s)
     if (s->fd >= 0)
         close(s->fd);
     s->fd = -1;
+}
+
+/* A classic BPF load of the 32-bit wire word at `off` reads its bytes in
+ * network order: the little-endian value v reads as bswap32(v). */
+#define LOAD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define SAME(v, to_keep) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __builtin_bswap32((uint32_t)(v)), 0, (to_keep))
+
+int eth_drop_own(struct eth_sock *s, uint64_t job, uint64_t key, uint32_t self)
+{
+    if (!s->loopback)
+        return SHOAL_OK;
+    /* jump offsets count the instructions skipped, here to the last one */
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, WIRE_HEADER_BYTES, 0, 13),
+        LOAD(0), SAME(WIRE_MAGIC, 11),
+        LOAD(WIRE_OFF_JOB), SAME(job, 9),
+        LOAD(WIRE_OFF_JOB + 4), SAME(job >> 32, 7),
+        LOAD(WIRE_OFF_KEY), SAME(key, 5),
+        LOAD(WIRE_OFF_KEY + 4), SAME(key >> 32, 3),
+        LOAD(WIRE_OFF_SRC), SAME(self, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0),           /* this rank's own frame */
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffffu), /* the whole frame, for the decoder */
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof code / sizeof code[0]), .filter = code};
+    if (setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) == 0)
+        return SHOAL_OK;
+    LOG(LOG_INFO, "raw Ethernet: no socket filter for this rank's own frames: %s", strerror(errno));
+    return SHOAL_ESYS;
 }
 
 struct eth_batch {

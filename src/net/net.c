@@ -386,7 +386,7 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
 {
     uint32_t src = 0;
     if (len >= WIRE_HEADER_BYTES)
-        memcpy(&src, pkt + 24, 4);
+        memcpy(&src, pkt + WIRE_OFF_SRC, 4);
     return src;
 }
 
@@ -759,6 +759,8 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         util_log(LOG_WARN, "SHOAL_TRANSPORT=eth needs CAP_NET_RAW on every rank; using udp");
     if (net.carrier == CARRIER_UDP)
         eth_close(&net.eth);
+    else
+        eth_drop_own(&net.eth, job_id, net.peers[0].key, (uint32_t)rank);
     if (net.carrier == CARRIER_UDP && (rc = open_udp_bcast()) != SHOAL_OK)
         return rc;
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;

@@ -13,6 +13,12 @@
 #define WIRE_VERSION 2u
 #define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
 #define WIRE_HEADER_BYTES 64u
+/* where wire_encode_header puts the fields that tell a packet's job and
+ * sender, for readers that look before decoding (little-endian, as every
+ * field) */
+#define WIRE_OFF_JOB 8u
+#define WIRE_OFF_KEY 16u
+#define WIRE_OFF_SRC 24u
 #define WIRE_BROADCAST 0xffffffffu /* dst of a packet for every rank of the job */
 #define WIRE_MAX_PAYLOAD 65000u  /* fits one UDP datagram; carriers lower it to their MTU */
 

@@ -4,16 +4,73 @@
  * Bytes after a packet's own length are cut on receipt.
  * On loopback every socket also receives the frames it sent (they come back
  * in as received), so receivers pick theirs by content, as the protocol
- * does by rank. */
+ * does by rank; eth_drop_own stops a rank's own in the kernel, and only
+ * those. */
 #include "../common/check.h"
 #include "net/eth.h"
 #include "net/sock.h"
+#include "net/wire.h"
 
 #include <shoal.h>
 #include <string.h>
 #include <unistd.h>
 
 #define N 100
+
+enum { KINDS = 3, EACH = 20 };
+
+/* Receives what is waiting on s; counts[k] frames equal to pkt[k]. */
+static void count_kinds(struct eth_sock *s, unsigned char pkt[KINDS][WIRE_HEADER_BYTES], int counts[KINDS])
+{
+    static char in[16][256];
+    struct sock_rx rx = {.n = 16};
+    for (unsigned i = 0; i < rx.n; i++)
+        sock_rx_set(&rx, i, in[i], sizeof in[i]);
+    size_t len[16];
+    int k;
+    while ((k = eth_recv_batch(s, &rx, len, NULL)) > 0)
+        for (int i = 0; i < k; i++)
+            for (int j = 0; j < KINDS; j++)
+                counts[j] += len[i] == WIRE_HEADER_BYTES && memcmp(in[i], pkt[j], WIRE_HEADER_BYTES) == 0;
+    CHECK(k == 0, "eth_recv_batch: %d", k);
+}
+
+/* With eth_drop_own(job, key, rank 1), a stops its own frames (this job,
+ * key and rank as source) but receives rank 2's and those with another
+ * key; b, without the filter, receives all three kinds. */
+static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
+{
+    const uint64_t job = 0x1234567890abcdefull, key = 0xfedcba0987654321ull;
+    CHECK(a->loopback && b->loopback, "lo is not a loopback interface");
+    CHECK_RC(eth_drop_own(a, job, key, 1), SHOAL_OK);
+    unsigned char pkt[KINDS][WIRE_HEADER_BYTES];
+    struct wire_header h = {.type = WIRE_KEEPALIVE, .job = job, .key = key, .src = 1, .dst = 2, .src_inc = 7};
+    wire_encode_header(pkt[0], &h, 1); /* a's own */
+    h.src = 2, h.dst = 1;
+    wire_encode_header(pkt[1], &h, 1); /* another rank's */
+    h.src = 1, h.dst = 2, h.key = key + 1;
+    wire_encode_header(pkt[2], &h, 1); /* another job's key */
+    struct eth_frame tx[KINDS * EACH];
+    for (int i = 0; i < KINDS * EACH; i++)
+        tx[i] = (struct eth_frame){.buf = pkt[i % KINDS], .len = WIRE_HEADER_BYTES, .peer = eth_broadcast};
+    double t0 = test_now();
+    for (int sent = 0; sent < KINDS * EACH;) {
+        int k = eth_send(a, tx + sent, (unsigned)(KINDS * EACH - sent));
+        CHECK(k >= 0, "eth_send: %d", k);
+        sent += k;
+        TEST_DEADLINE(t0, 10, "the kernel to take the frames");
+    }
+    int at_a[KINDS] = {0}, at_b[KINDS] = {0};
+    while (at_b[0] < EACH || at_b[1] < EACH || at_b[2] < EACH) {
+        count_kinds(b, pkt, at_b);
+        TEST_DEADLINE(t0, 10, "the frames to reach the socket without the filter");
+    }
+    /* loopback delivers a frame to every socket at once: a has them all by now */
+    count_kinds(a, pkt, at_a);
+    CHECK(at_a[0] == 0 && at_a[1] == EACH && at_a[2] == EACH,
+          "with the filter: %d own frames, %d of another rank, %d with another key (of %d each)", at_a[0], at_a[1],
+          at_a[2], EACH);
+}
 
 int main(void)
 {
@@ -66,6 +123,7 @@ int main(void)
         }
         TEST_DEADLINE(t0, 10, "the frames to arrive");
     }
+    test_drop_own(&a, &b);
     eth_close(&a);
     eth_close(&b);
     return 0;
