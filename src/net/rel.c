@@ -46,6 +46,7 @@ struct peer {
     int acknow_out;      /* ... and whether it is still unacknowledged */
     struct tx_slot *tx;  /* tx_slots slots, by seq */
     uint32_t sacked;     /* slots between una and nxt SACKed */
+    uint64_t flight_bytes; /* payload of the packets in flight (in_flight) */
     int32_t tx_head, tx_tail; /* in-flight slots, oldest transmission first */
     uint64_t tx_order;
     uint32_t sack_hi;    /* highest seq SACKed; una - 1 when none is above una */
@@ -168,6 +169,14 @@ static uint32_t tx_slots_for(const struct rel_config *c)
 {
     uint32_t most = c->window > c->rcv_buf ? c->window : c->rcv_buf;
     return 4 * (uint64_t)c->window < most ? 4 * c->window : most;
+}
+
+/* Freed full-size stored copies kept for reuse: as many as can be in
+ * flight to a peer. */
+static uint32_t pool_cap(const struct rel_config *c)
+{
+    uint64_t fit = c->window_bytes / (WIRE_HEADER_BYTES + c->max_payload) + 1;
+    return c->window_bytes && fit < c->window ? (uint32_t)fit : c->window;
 }
 
 /* ---- peers ------------------------------------------------------------------- */
@@ -395,14 +404,23 @@ static uint32_t in_flight(const struct peer *p)
     return p->nxt - p->una - p->sacked;
 }
 
-/* TH1: ask for an ACK when half the usable window is in flight (once per
- * ACK), and when this packet uses the window or the credits up. */
+/* Whether the payload in flight to p has reached window_bytes (a send
+ * waits then, and the packet that reached it asks for an ACK). */
+static int bytes_full(const struct rel *r, const struct peer *p)
+{
+    return r->cfg.window_bytes && p->flight_bytes >= r->cfg.window_bytes;
+}
+
+/* TH1: ask for an ACK when half the usable window is in flight, in packets
+ * or bytes (once per ACK), and when this packet uses the window or the
+ * credits up. */
 static uint16_t ack_request(const struct rel *r, struct peer *p, uint32_t seq)
 {
     uint32_t inflight = in_flight(p);
     uint32_t thresh = (r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf) / 2;
-    int last = inflight == r->cfg.window || seq == p->limit;
-    if (!last && (inflight < thresh || (p->acknow_out && !seq_lt(p->acknow_seq, p->una))))
+    int last = inflight == r->cfg.window || seq == p->limit || bytes_full(r, p);
+    int half = inflight >= thresh || (r->cfg.window_bytes && 2 * p->flight_bytes >= r->cfg.window_bytes);
+    if (!last && (!half || (p->acknow_out && !seq_lt(p->acknow_seq, p->una))))
         return 0;
     p->acknow_seq = seq;
     p->acknow_out = 1;
@@ -426,6 +444,7 @@ static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why
     }
     p->una = p->nxt;
     p->sacked = 0;
+    p->flight_bytes = 0;
     p->tx_head = p->tx_tail = -1;
     p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
     p->dead = 1;
@@ -482,6 +501,7 @@ static void ack_slot(struct rel *r, struct peer *p, struct tx_slot *t, enum tx_s
         pkt_free(r, t->pkt, t->len); /* our receivers never discard a SACKed packet */
         t->pkt = NULL;
         p->sacked += to == TX_SACKED;
+        p->flight_bytes -= t->len;
     } else if (t->state == TX_SACKED && to == TX_FREE) {
         p->sacked--;
     }
@@ -766,7 +786,7 @@ int rel_create(struct rel **out, const struct rel_config *cfg, const struct rel_
                                  .need_checksum = cfg->need_checksum}};
     r->peers = calloc(cfg->nranks, sizeof *r->peers);
     r->bq = calloc(cfg->rcv_buf, sizeof *r->bq);
-    int pool_rc = pool_init(&r->pool, cfg->window, WIRE_HEADER_BYTES + cfg->max_payload);
+    int pool_rc = pool_init(&r->pool, pool_cap(cfg), WIRE_HEADER_BYTES + cfg->max_payload);
     if (!r->peers || !r->bq || pool_rc) {
         rel_destroy(r);
         return SHOAL_ENOMEM;
@@ -812,7 +832,7 @@ static int admit(struct rel *r, struct peer *p, uint64_t now)
 {
     if (p->dead)
         return SHOAL_EPEERDEAD;
-    if (in_flight(p) >= r->cfg.window || p->nxt - p->una >= r->tx_slots) {
+    if (in_flight(p) >= r->cfg.window || bytes_full(r, p) || p->nxt - p->una >= r->tx_slots) {
         r->stats.eagain_window++;
         return SHOAL_EAGAIN;
     }
@@ -826,16 +846,28 @@ static int admit(struct rel *r, struct peer *p, uint64_t now)
     return SHOAL_OK;
 }
 
+/* Packets of the largest size window_bytes still lets in with `flight`
+ * bytes in flight, at most `most`. */
+static uint32_t bytes_room(const struct rel *r, uint64_t flight, uint32_t most)
+{
+    if (!r->cfg.window_bytes)
+        return most;
+    uint64_t left = flight >= r->cfg.window_bytes ? 0 : r->cfg.window_bytes - flight;
+    uint64_t big = (left + r->cfg.max_payload - 1) / r->cfg.max_payload;
+    return big < most ? (uint32_t)big : most;
+}
+
 uint32_t rel_room(const struct rel *r, uint32_t peer)
 {
     if (peer >= r->cfg.nranks || peer == r->cfg.self)
         return 0;
     const struct peer *p = r->peers[peer];
     if (!p) /* credits before first contact: a whole receive buffer */
-        return r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf;
+        return bytes_room(r, 0, r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf);
     if (p->dead || seq_lt(p->limit, p->nxt))
         return 0;
-    uint32_t window = r->cfg.window - in_flight(p), slots = r->tx_slots - (p->nxt - p->una);
+    uint32_t window = bytes_room(r, p->flight_bytes, r->cfg.window - in_flight(p));
+    uint32_t slots = r->tx_slots - (p->nxt - p->una);
     uint32_t credits = p->limit - p->nxt + 1, room = window < slots ? window : slots;
     return room < credits ? room : credits;
 }
@@ -864,6 +896,7 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
     uint32_t seq = p->nxt++;
     struct tx_slot *t = &p->tx[seq & (r->tx_slots - 1)];
     *t = (struct tx_slot){.pkt = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
+    p->flight_bytes += len;
     txl_stamp(p, t, now);
     if (p->rto_due == REL_NEVER)
         arm_rto(r, p, now);

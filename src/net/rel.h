@@ -18,7 +18,9 @@
  *    packets beyond the ack the receiver can still hold.  A sender never
  *    has more than `window` packets in flight (neither acknowledged nor
  *    SACKed: the ones beyond a hole wait at the receiver, and stalling on
- *    them would cost a round trip per loss), nor more than 4 windows
+ *    them would cost a round trip per loss), nor sends while
+ *    `window_bytes` of payload are in flight (so small packets get the
+ *    whole window, and large ones what fits the socket buffers), nor more than 4 windows
  *    (rcv_buf, if less) unacknowledged, nor sends beyond ack + credits;
  *    rel_send says SHOAL_EAGAIN instead and never drops.
  *  - Retransmission is selective.  A packet is resent when an ACK shows it
@@ -41,8 +43,8 @@
  *    the next rel_tick) for packets with WIRE_F_ACK_NOW, KEEPALIVEs,
  *    duplicates, overruns, the packet that opens a hole, the DUPTHRESH'th
  *    beyond it and the one that fills it.  A sender sets ACK_NOW when half
- *    of its window (or of the receive buffer) is in flight, once per ACK,
- *    when a packet uses up its window or credits, and on every
+ *    of its window (or of the receive buffer, or of window_bytes) is in
+ *    flight, once per ACK, when a packet uses up its window or credits, and on every
  *    retransmission (MBCF/Ether's TH1 ack request).
  *  - Flow control: received packets wait in a per-peer buffer of rcv_buf
  *    packets until the AM layer takes them (rel_recv/rel_release); credits
@@ -87,6 +89,7 @@ struct rel_config {
     uint32_t incarnation;      /* this rank's, nonzero, larger after a restart */
     uint32_t max_payload;      /* largest DATA/BCAST payload, <= WIRE_MAX_PAYLOAD */
     uint32_t window;           /* DATA packets in flight per peer (not yet acknowledged nor SACKed): power of two */
+    uint64_t window_bytes;     /* and at most about this many payload bytes (one packet more); 0: no limit */
     uint32_t rcv_buf;          /* DATA packets held per peer: power of two <= 32768 */
     uint64_t rto_min_ns;       /* RTO floor (LAN) */
     uint64_t rto_init_ns;      /* RTO before the first RTT sample */

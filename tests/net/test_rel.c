@@ -588,6 +588,45 @@ static void stall(void)
     sim_fini(&s);
 }
 
+/* ---- the window in bytes ------------------------------------------------------- */
+
+/* Sends packets of len bytes to node 1, with nothing delivered (the
+ * simulation does not run): how many the engine takes before SHOAL_EAGAIN,
+ * and rel_room before the first. */
+static uint32_t fill_window(uint64_t window_bytes, size_t len, uint32_t *room)
+{
+    static struct sim s;
+    static unsigned char payload[1000];
+    struct rel_config rc;
+    rel_config_default(&rc);
+    rc.window_bytes = window_bytes;
+    sim_init(&s, 2, &rc, "");
+    *room = rel_room(s.nodes[0].rel, 1);
+    uint32_t taken = 0;
+    int rc_send;
+    while ((rc_send = rel_send(s.nodes[0].rel, 1, payload, len, 0)) == SHOAL_OK)
+        taken++;
+    CHECK_RC(rc_send, SHOAL_EAGAIN);
+    CHECK(rel_stats(s.nodes[0].rel)->eagain_window == 1, "the refusal was not the window's");
+    sim_fini(&s);
+    return taken;
+}
+
+/* window_bytes bounds the payload in flight (the packet that reaches it is
+ * the last taken), and small packets still get the whole window of 256. */
+static void bytes(void)
+{
+    uint32_t room, taken = fill_window(4000, 1000, &room);
+    CHECK(taken == 4, "4000 bytes of window took %u packets of 1000", taken);
+    CHECK(room == 3, "rel_room said %u packets of the largest size (1408) fit 4000 bytes", room);
+    taken = fill_window(4000, 1001, &room);
+    CHECK(taken == 4, "4000 bytes of window took %u packets of 1001", taken);
+    taken = fill_window(4000, 10, &room);
+    CHECK(taken == 256, "small packets: %u taken, the window is 256", taken);
+    taken = fill_window(0, 1000, &room);
+    CHECK(taken == 256 && room == 256, "no byte limit: %u taken, room %u", taken, room);
+}
+
 /* ---- a dead peer -------------------------------------------------------------- */
 
 static void dead(void)
@@ -861,7 +900,7 @@ int main(int argc, char **argv)
         }
     static const struct { const char *name; void (*fn)(void); } others[] = {
         {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast},         {"stall", stall}, {"dead", dead},
-        {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}};
+        {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}, {"bytes", bytes}};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (!strcmp(what, others[i].name)) {
             others[i].fn();
