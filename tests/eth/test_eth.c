@@ -50,26 +50,32 @@ static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
     wire_encode_header(pkt[1], &h, 1); /* another rank's */
     h.src = 1, h.dst = 2, h.key = key + 1;
     wire_encode_header(pkt[2], &h, 1); /* another job's key */
+    int at_a[KINDS] = {0}, at_b[KINDS] = {0};
+    count_kinds(a, pkt, at_a); /* empties a of the test above's frames */
     struct eth_frame tx[KINDS * EACH];
     for (int i = 0; i < KINDS * EACH; i++)
         tx[i] = (struct eth_frame){.buf = pkt[i % KINDS], .len = WIRE_HEADER_BYTES, .peer = eth_broadcast};
-    double t0 = test_now();
-    for (int sent = 0; sent < KINDS * EACH;) {
-        int k = eth_send(a, tx + sent, (unsigned)(KINDS * EACH - sent));
-        CHECK(k >= 0, "eth_send: %d", k);
-        sent += k;
-        TEST_DEADLINE(t0, 10, "the kernel to take the frames");
-    }
-    int at_a[KINDS] = {0}, at_b[KINDS] = {0};
-    while (at_b[0] < EACH || at_b[1] < EACH || at_b[2] < EACH) {
+    /* Other tests' frames on lo reach these sockets too and may fill one for
+     * a moment, and the kernel then drops what comes next: so both are read
+     * all along, and the frames sent again (every 0.2 s) until each kind
+     * has arrived EACH times where it should. */
+    double t0 = test_now(), round = 0;
+    while (at_b[0] < EACH || at_b[1] < EACH || at_b[2] < EACH || at_a[1] < EACH || at_a[2] < EACH) {
+        if (test_now() >= round) {
+            for (int sent = 0; sent < KINDS * EACH;) {
+                int k = eth_send(a, tx + sent, (unsigned)(KINDS * EACH - sent));
+                CHECK(k >= 0, "eth_send: %d", k);
+                sent += k;
+                TEST_DEADLINE(t0, 10, "the kernel to take the frames");
+            }
+            round = test_now() + 0.2;
+        }
+        count_kinds(a, pkt, at_a);
         count_kinds(b, pkt, at_b);
-        TEST_DEADLINE(t0, 10, "the frames to reach the socket without the filter");
+        TEST_DEADLINE(t0, 10, "the frames to reach both sockets");
     }
-    /* loopback delivers a frame to every socket at once: a has them all by now */
-    count_kinds(a, pkt, at_a);
-    CHECK(at_a[0] == 0 && at_a[1] == EACH && at_a[2] == EACH,
-          "with the filter: %d own frames, %d of another rank, %d with another key (of %d each)", at_a[0], at_a[1],
-          at_a[2], EACH);
+    count_kinds(a, pkt, at_a); /* loopback delivers a frame to every socket at once */
+    CHECK(at_a[0] == 0, "with the filter %d of this rank's own frames arrived", at_a[0]);
 }
 
 int main(void)
