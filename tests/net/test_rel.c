@@ -596,7 +596,7 @@ static void stall(void)
 static uint32_t fill_window(uint64_t window_bytes, size_t len, uint32_t *room)
 {
     static struct sim s;
-    static unsigned char payload[1000];
+    static unsigned char payload[1408]; /* the default max_payload */
     struct rel_config rc;
     rel_config_default(&rc);
     rc.window_bytes = window_bytes;
