@@ -756,15 +756,15 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     net.carrier = all_eth && strcmp(transport, "eth") == 0 ? CARRIER_ETH : CARRIER_UDP;
     if (strcmp(transport, "eth") == 0 && !all_eth && rank == 0)
         util_log(LOG_WARN, "SHOAL_TRANSPORT=eth needs CAP_NET_RAW on every rank; using udp");
-    if (net.carrier == CARRIER_UDP)
+    if (net.carrier == CARRIER_UDP) {
         eth_close(&net.eth);
-    else
+        if ((rc = open_udp_bcast()) != SHOAL_OK)
+            return rc;
+    } else {
         eth_drop_own(&net.eth, job_id, net.peers[0].key, (uint32_t)rank);
-    if (net.carrier == CARRIER_UDP && (rc = open_udp_bcast()) != SHOAL_OK)
-        return rc;
-    net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
-    if (net.carrier != CARRIER_UDP)
         net.gro = 0;
+    }
+    net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;
     net.rx_cap = net.gro && net.pkt_cap < UDP_GRO_BYTES ? UDP_GRO_BYTES : net.pkt_cap;
     net.txbuf = malloc(NET_BATCH * net.pkt_cap);
     /* buffers 64-byte aligned, as the AM layer expects payloads (after the 64-byte header) */

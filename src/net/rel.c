@@ -404,11 +404,18 @@ static uint32_t in_flight(const struct peer *p)
     return p->nxt - p->una - p->sacked;
 }
 
-/* Whether the payload in flight to p has reached window_bytes (a send
- * waits then, and the packet that reached it asks for an ACK). */
+/* Whether at least `bytes` of payload are in flight to p; never without a
+ * byte limit. */
+static int flight_reaches(const struct rel *r, const struct peer *p, uint64_t bytes)
+{
+    return r->cfg.window_bytes && p->flight_bytes >= bytes;
+}
+
+/* The byte window is used up: a send waits, and the packet that used it
+ * up asks for an ACK. */
 static int bytes_full(const struct rel *r, const struct peer *p)
 {
-    return r->cfg.window_bytes && p->flight_bytes >= r->cfg.window_bytes;
+    return flight_reaches(r, p, r->cfg.window_bytes);
 }
 
 /* TH1: ask for an ACK when half the usable window is in flight, in packets
@@ -419,7 +426,7 @@ static uint16_t ack_request(const struct rel *r, struct peer *p, uint32_t seq)
     uint32_t inflight = in_flight(p);
     uint32_t thresh = (r->cfg.window < r->cfg.rcv_buf ? r->cfg.window : r->cfg.rcv_buf) / 2;
     int last = inflight == r->cfg.window || seq == p->limit || bytes_full(r, p);
-    int half = inflight >= thresh || (r->cfg.window_bytes && 2 * p->flight_bytes >= r->cfg.window_bytes);
+    int half = inflight >= thresh || flight_reaches(r, p, (r->cfg.window_bytes + 1) / 2);
     if (!last && (!half || (p->acknow_out && !seq_lt(p->acknow_seq, p->una))))
         return 0;
     p->acknow_seq = seq;

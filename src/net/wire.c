@@ -104,9 +104,9 @@ void wire_encode_header(void *buf, const struct wire_header *h, int with_checksu
     p[4] = WIRE_VERSION;
     p[5] = h->type;
     put16(p + 6, h->flags);
-    put64(p + 8, h->job);
-    put64(p + 16, h->key);
-    put32(p + 24, h->src);
+    put64(p + WIRE_OFF_JOB, h->job);
+    put64(p + WIRE_OFF_KEY, h->key);
+    put32(p + WIRE_OFF_SRC, h->src);
     put32(p + 28, h->dst);
     put32(p + 32, h->src_inc);
     put32(p + 36, h->dst_inc);
@@ -132,8 +132,8 @@ size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const voi
 static void decode_fields(const unsigned char *p, struct wire_header *h)
 {
     *h = (struct wire_header){
-        .magic = get32(p), .version = p[4], .type = p[5], .flags = get16(p + 6), .job = get64(p + 8),
-        .key = get64(p + 16), .src = get32(p + 24), .dst = get32(p + 28), .src_inc = get32(p + 32),
+        .magic = get32(p), .version = p[4], .type = p[5], .flags = get16(p + 6), .job = get64(p + WIRE_OFF_JOB),
+        .key = get64(p + WIRE_OFF_KEY), .src = get32(p + WIRE_OFF_SRC), .dst = get32(p + 28), .src_inc = get32(p + 32),
         .dst_inc = get32(p + 36), .seq = get32(p + 40), .ack = get32(p + 44), .sack = get64(p + 48),
         .credits = get16(p + 56), .len = get16(p + 58), .csum = get32(p + 60)};
 }
@@ -143,7 +143,7 @@ size_t wire_packet_bytes(const void *p, size_t n)
     const unsigned char *b = p;
     if (n < WIRE_HEADER_BYTES)
         return n;
-    size_t len = WIRE_HEADER_BYTES + (b[58] | (size_t)b[59] << 8);
+    size_t len = WIRE_HEADER_BYTES + (size_t)get16(b + 58); /* the header's len */
     return len <= n ? len : n;
 }
 

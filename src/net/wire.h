@@ -13,9 +13,8 @@
 #define WIRE_VERSION 2u
 #define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
 #define WIRE_HEADER_BYTES 64u
-/* where wire_encode_header puts the fields that tell a packet's job and
- * sender, for readers that look before decoding (little-endian, as every
- * field) */
+/* where the fields that tell a packet's job and sender lie (little-endian,
+ * as every field): the codec and readers that look before decoding share them */
 #define WIRE_OFF_JOB 8u
 #define WIRE_OFF_KEY 16u
 #define WIRE_OFF_SRC 24u

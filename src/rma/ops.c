@@ -201,8 +201,7 @@ static int splits(enum rma_kind k)
 }
 
 /* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
- * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent.
- * All but the last go with SHOAL_MORE, so the parts leave together. */
+ * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
 static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
                     size_t bytes, unsigned flags)
 {
@@ -260,6 +259,7 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
             part.off = c->off + first * unit;
         }
         const char *data = c->data ? (const char *)c->data + first * unit : NULL;
+        /* all parts but the last with SHOAL_MORE: they leave together */
         unsigned flags = (i ? d->flags & SHOAL_MORE : d->flags) | (i + 1 < chunks ? SHOAL_MORE : 0);
         if (send_one(target, &part, cookie, first * unit, data, payload_of(&part), flags) != SHOAL_OK) {
             if (o)
