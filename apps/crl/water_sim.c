@@ -322,7 +322,12 @@ static void add_force(struct water *w, size_t j)
 }
 
 /* Adds my contributions to the molecules I met that are not mine; mine get
- * theirs in the write that corrects them, which saves one miss each. */
+ * theirs in the write that corrects them, which saves one miss each.  Each
+ * copy goes straight back to its home (a flush is one message, sent without
+ * waiting): the next write to the molecule, its owner's correction or
+ * another rank's contribution, then finds it at home instead of waiting
+ * for this rank to poll and answer an invalidation.  At 2 processes that
+ * took the corrections 150-500 us per step, against ~30 with the flush. */
 static void add_forces_to_others(struct water *w)
 {
     for (size_t k = w->count; k < met_span(w); k++) {
@@ -330,6 +335,7 @@ static void add_forces_to_others(struct water *w)
         rgn_start_write(w->mol[j]);
         add_force(w, j);
         rgn_end_write(w->mol[j]);
+        rgn_flush(w->mol[j]);
     }
 }
 
@@ -346,12 +352,16 @@ static void correct_mine(struct water *w, double kinetic[3])
     }
 }
 
+/* Flushed at once, so that rank 0 (their home) takes the sums without an
+ * invalidation each that would wait for this rank to poll: it computes the
+ * next step's predictions meanwhile (~50 us per region at 2 processes). */
 static void add_to_region(double *region, const double *values, int count)
 {
     rgn_start_write(region);
     for (int i = 0; i < count; i++)
         region[i] += values[i];
     rgn_end_write(region);
+    rgn_flush(region);
 }
 
 /* Rank 0: reads this step's totals out of the sum regions and zeroes them
