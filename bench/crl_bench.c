@@ -205,7 +205,7 @@ static double measure(const struct event *e)
 /* ---- the raw round trip, in the same run ------------------------------------------ */
 
 static volatile uint64_t pongs;
-static unsigned char payload[1024];
+static unsigned char payload[1 << 16];
 
 static void on_ping(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
@@ -319,6 +319,10 @@ int main(int argc, char **argv)
     np = crl_num_nodes();
     if (np < 2)
         bench_die("crl_bench needs at least 2 ranks (home and measurer)");
+    for (unsigned s = 0; s < nsizes; s++) /* the raw round trip's reply carries the region size */
+        if (sizes[s] == 0 || sizes[s] > sizeof payload || sizes[s] > shoal_am_max_medium())
+            bench_die("--sizes: %u bytes: a size must be 1 to %zu (the raw round trip's reply is one medium message)",
+                      sizes[s], sizeof payload < shoal_am_max_medium() ? sizeof payload : shoal_am_max_medium());
     bench_pin_if_unpinned((int)me);
     unsigned max_copies = np - 2 < MAX_COPIES ? np - 2 : MAX_COPIES;
     double table[32][8], rtt[8], rtt_copy[8];

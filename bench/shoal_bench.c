@@ -26,6 +26,9 @@
  *            start before the previous broadcast reached it, so the mean
  *            time per call is the latency to deliver to one rank, averaged
  *            over every root and every next root ("bcast_lat", per size).
+ *   allreduce  back-to-back shoal_allreduce (sum of doubles) over every
+ *            rank of the job: mean time per call ("allreduce_lat", per size
+ *            in bytes, a multiple of 8).
  *   logp     LogP for short messages (seed 001 §2.2), each in microseconds:
  *            "logp_os" time per send call in a burst that fits the ring;
  *            "logp_or" time in shoal_poll per message, polling a burst that
@@ -276,6 +279,15 @@ static double broadcasts(unsigned char *buf, size_t size, long n)
     double t0 = bench_now();
     for (long i = 0; i < n; i++)
         check(shoal_broadcast(buf, size, (int)(i % shoal_size())), "broadcast");
+    return bench_now() - t0;
+}
+
+/* n allreduces of size bytes of doubles, in place. */
+static double allreduces(unsigned char *buf, size_t size, long n)
+{
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++)
+        check(shoal_allreduce(buf, buf, size / 8, SHOAL_DOUBLE, SHOAL_ROP_SUM), "allreduce");
     return bench_now() - t0;
 }
 
@@ -769,7 +781,7 @@ int main(int argc, char **argv)
     for (unsigned h = 0; h < sizeof handlers / sizeof handlers[0]; h++)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
-                    "short medium long rate bw ratemore bwmore barrier bcast logp "
+                    "short medium long rate bw ratemore bwmore barrier bcast allreduce logp "
                     "put putflag get fadd cswap arate putbw fifo signal") < 0)
         shoal_abort(2, "bad command line");
     if (strcmp(o.test, "ratemore") == 0 || strcmp(o.test, "bwmore") == 0) {
@@ -782,7 +794,9 @@ int main(int argc, char **argv)
                     strcmp(o.test, "cswap") == 0 || strcmp(o.test, "arate") == 0;
     if (o.iters == 0)
         o.iters = strcmp(o.test, "rate") == 0 || is_rma_op ? 200000 : 20000;
-    if (shoal_size() != 2 && strcmp(o.test, "barrier") != 0 && strcmp(o.test, "bcast") != 0)
+    int is_collective = strcmp(o.test, "barrier") == 0 || strcmp(o.test, "bcast") == 0 ||
+                        strcmp(o.test, "allreduce") == 0;
+    if (shoal_size() != 2 && !is_collective)
         shoal_abort(2, "test %s needs exactly 2 ranks, not %d", o.test, shoal_size());
     bench_pin_if_unpinned(rank);
 
@@ -794,6 +808,12 @@ int main(int argc, char **argv)
         if (!(src = malloc(o.max_size)))
             shoal_abort(1, "out of memory");
         memset(src, 0x5a, o.max_size);
+    }
+    if (strcmp(o.test, "allreduce") == 0) { /* zeros: the sums stay finite */
+        if (o.min_size % 8 != 0)
+            shoal_abort(2, "allreduce: --min must be a multiple of 8 (doubles)");
+        if (!(src = calloc(1, o.max_size)))
+            shoal_abort(1, "out of memory");
     }
     if (is_long)
         check(shoal_seg_create(o.max_size * (size_t)o.window, &seg), "seg_create");
@@ -848,6 +868,13 @@ int main(int argc, char **argv)
             BATCHES(&o, v, broadcasts(src, s, n));
             scale(v, o.batches, 1e6 / (double)n);
             emit(&o, "bcast_lat", s, "us", n, v);
+        }
+    } else if (strcmp(o.test, "allreduce") == 0) {
+        for (size_t s = o.min_size; s <= o.max_size; s *= 2) {
+            long n = bench_iters_for(&o, s) / 4 + 1;
+            BATCHES(&o, v, allreduces(src, s, n));
+            scale(v, o.batches, 1e6 / (double)n);
+            emit(&o, "allreduce_lat", s, "us", n, v);
         }
     } else if (is_notify) {
         run_notify(&o, src);

@@ -97,6 +97,9 @@ void am_net_fini(void);
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args);
+/* Sends what requests with SHOAL_MORE left queued in the cluster transport
+ * (nothing queues over shared memory). */
+void am_net_flush(void);
 /* One best-effort datagram to every other rank, run there as a request to
  * internal handler `handler` (it may be lost), with a medium payload of up
  * to am_net_medium_in_one(nargs) bytes (SHOAL_ETOOBIG above). */

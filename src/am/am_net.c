@@ -131,6 +131,12 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     return SHOAL_OK;
 }
 
+void am_net_flush(void)
+{
+    if (am.remote)
+        net_flush();
+}
+
 int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, const void *src, size_t nbytes)
 {
     if (nbytes > am_net_medium_in_one(nargs))

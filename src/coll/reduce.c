@@ -145,10 +145,11 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     if (t.parent < 0)
         return SHOAL_OK;
     size_t piece = coll_piece(t.parent, RD_NARGS), off = 0;
-    do { /* at least one piece, empty for an empty vector */
+    do { /* at least one piece, empty for an empty vector; over the network they leave together */
         uint64_t args[RD_NARGS] = {rd.epoch, off, rd.bytes, rd.what};
         size_t len = rd.bytes - off < piece ? rd.bytes - off : piece;
-        rc = am_request_internal(t.parent, COLL_H_REDUCE, 0, (const char *)acc + off, len, RD_NARGS, args);
+        unsigned more = off + len < rd.bytes ? SHOAL_MORE : 0;
+        rc = am_request_internal(t.parent, COLL_H_REDUCE, more, (const char *)acc + off, len, RD_NARGS, args);
         if (rc)
             util_fatal("shoal_reduce: cannot reach rank %d: %s", t.parent, shoal_strerror(rc));
         off += len;

@@ -50,10 +50,10 @@ void dsm_coll_fini(void)
 }
 
 static void coll_send(uint32_t dst, enum coll_kind kind, uint32_t root, uint64_t seq, const void *data,
-                      size_t len)
+                      size_t len, unsigned flags)
 {
     uint64_t args[DSM_WIRE_ARGS] = {(uint64_t)kind | (uint64_t)root << 8, seq, 0, 0};
-    dsm_wire_send(dst, DSM_H_COLL, args, data, len);
+    dsm_wire_send(dst, DSM_H_COLL, args, data, len, flags);
 }
 
 /* Waits for collective `seq`'s message of this kind from src (or anyone);
@@ -79,7 +79,7 @@ void dsm_barrier(void)
     uint32_t me = dsm.node.rank, n = dsm.node.nranks;
     uint64_t seq = ++dsm.coll_seq;
     for (uint32_t k = 1; k < n; k <<= 1) {
-        coll_send((me + k) % n, COLL_BARRIER, 0, seq, NULL, 0);
+        coll_send((me + k) % n, COLL_BARRIER, 0, seq, NULL, 0, 0);
         free(coll_wait(COLL_BARRIER, seq, (me + n - k) % n));
     }
     /* our last round's message may still be queued: a rank that left
@@ -96,7 +96,8 @@ void rgn_barrier(void)
     dsm_barrier();
 }
 
-/* Sends to this rank's children in the binomial tree rooted at root. */
+/* Sends to this rank's children in the binomial tree rooted at root, over
+ * the network in one batch. */
 static void tree_forward(uint32_t root, uint64_t seq, const void *buf, size_t len)
 {
     uint32_t n = dsm.node.nranks, rel = (dsm.node.rank + n - root) % n;
@@ -106,7 +107,8 @@ static void tree_forward(uint32_t root, uint64_t seq, const void *buf, size_t le
     uint32_t lowest = rel ? (rel & (0u - rel)) : span;
     for (uint32_t m = lowest >> 1; m; m >>= 1)
         if (rel + m < n)
-            coll_send((root + rel + m) % n, COLL_BCAST, root, seq, buf, len);
+            coll_send((root + rel + m) % n, COLL_BCAST, root, seq, buf, len, SHOAL_MORE);
+    am_net_flush();
 }
 
 void rgn_bcast_send(int nbytes, void *buf)

@@ -72,8 +72,11 @@ extern struct dsm_glue dsm;
 void dsm_wire_init(void);
 void dsm_wire_fini(void);
 /* Sends a message now when the rings have room, else queues it (never
- * blocks, so handlers may call it). */
-void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len);
+ * blocks, so handlers may call it).  flags SHOAL_MORE: more sends follow at
+ * once (over the network it waits for them, or for the next poll); the
+ * fragments of a payload above the medium limit always leave together. */
+void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len,
+                   unsigned flags);
 /* The engine's send callback. */
 void dsm_wire_send_msg(struct dsm_node *node, const struct dsm_msg *m);
 /* One step of a wait: sends what the outbox holds, runs arrived handlers,

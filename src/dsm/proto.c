@@ -210,10 +210,10 @@ void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r)
 /* ---- sending ---------------------------------------------------------------- */
 
 static void emit(struct dsm_node *node, const struct dsm_region *r, enum dsm_msg_type type, uint32_t dst,
-                 uint32_t version, int with_data)
+                 uint32_t version, int with_data, int more)
 {
     struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = r->rid, .version = version,
-                        .data = with_data ? r->data : NULL, .len = with_data ? r->size : 0};
+                        .data = with_data ? r->data : NULL, .len = with_data ? r->size : 0, .more = more};
     node->stats.sent[type]++;
     node->send(node, &m);
 }
@@ -266,18 +266,21 @@ static void grant(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type
 {
     uint32_t v = r->version++;
     dir_set(node, r, who, v);
-    emit(node, r, type, who, v, type != DSM_MSG_MODIFY_ACK);
+    emit(node, r, type, who, v, type != DSM_MSG_MODIFY_ACK, 0);
 }
 
-/* First phase of a two-phase action: invalidate every copy but `except`'s. */
+/* First phase of a two-phase action: invalidate every copy but `except`'s,
+ * all marked as one burst. */
 static void begin_invalidate(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type inv, uint32_t except,
                              enum dsm_cont cont)
 {
-    uint32_t n = 0;
+    uint32_t n = 0, targets = r->ndir;
+    for (uint32_t i = 0; i < r->ndir; i++)
+        targets -= r->dir[i].node == except;
     for (uint32_t i = 0; i < r->ndir; i++)
         if (r->dir[i].node != except) {
-            emit(node, r, inv, r->dir[i].node, r->dir[i].version, 0);
             n++;
+            emit(node, r, inv, r->dir[i].node, r->dir[i].version, 0, n < targets);
         }
     r->num_acks = n;
     r->cont = (uint8_t)cont;
@@ -480,7 +483,7 @@ static void drop_copy(struct dsm_node *node, struct dsm_region *r, int flush, in
 {
     enum dsm_msg_type type = flush ? (with_data ? DSM_MSG_FLUSH_DATA : DSM_MSG_FLUSH)
                                    : (with_data ? DSM_MSG_INVALIDATE_ACK_DATA : DSM_MSG_INVALIDATE_ACK);
-    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data);
+    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data, 0);
     r->released = 0;
     r->state = (uint8_t)next;
 }
@@ -524,7 +527,7 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             r->rcvd_inv = 1;
             return;
         }
-        emit(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1); /* §A.10 */
+        emit(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0); /* §A.10 */
         r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
@@ -841,7 +844,7 @@ static enum dsm_start pending(struct dsm_node *node, struct dsm_region *r, enum 
 static enum dsm_start request(struct dsm_node *node, struct dsm_region *r, enum dsm_call c,
                               enum dsm_msg_type type, enum dsm_state next)
 {
-    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, 0);
+    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, 0, 0);
     r->state = (uint8_t)next;
     return pending(node, r, c);
 }

@@ -121,6 +121,7 @@ struct dsm_msg {
     uint32_t aux;
     const void *data;
     uint32_t len;
+    int more; /* more messages follow at once: the transport may hold this one back to send them together */
 };
 
 /* A directory entry (§4.3.2): at most one per remote node (§A.11). */

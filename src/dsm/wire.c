@@ -18,9 +18,10 @@
 
 struct dsm_glue dsm;
 
-static int try_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len)
+static int try_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len,
+                    unsigned flags)
 {
-    int rc = am_request_internal((int)dst, handler, SHOAL_IMMEDIATE, data, len, DSM_WIRE_ARGS, args);
+    int rc = am_request_internal((int)dst, handler, SHOAL_IMMEDIATE | flags, data, len, DSM_WIRE_ARGS, args);
     if (rc != SHOAL_OK && rc != SHOAL_EAGAIN)
         shoal_abort(1, "crl: sending to rank %u failed: %s", dst, shoal_strerror(rc));
     return rc == SHOAL_OK;
@@ -32,7 +33,7 @@ static int try_send(uint32_t dst, uint32_t handler, const uint64_t *args, const 
 static void arm_wake(void)
 {
     static const uint64_t none[DSM_WIRE_ARGS];
-    if (!dsm.wake_armed && try_send(dsm.node.rank, DSM_H_WAKE, none, NULL, 0))
+    if (!dsm.wake_armed && try_send(dsm.node.rank, DSM_H_WAKE, none, NULL, 0, 0))
         dsm.wake_armed = 1;
 }
 
@@ -56,16 +57,17 @@ static void enqueue(uint32_t dst, uint32_t handler, const uint64_t *args, const 
     arm_wake();
 }
 
-static void send_piece(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len)
+static void send_piece(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len,
+                       unsigned flags)
 {
-    if (dsm.out_head || !try_send(dst, handler, args, data, len))
+    if (dsm.out_head || !try_send(dst, handler, args, data, len, flags))
         enqueue(dst, handler, args, data, len);
 }
 
 void dsm_wire_drain(void)
 {
     struct dsm_outgoing *o;
-    while ((o = dsm.out_head) && try_send(o->dst, o->handler, o->args, o->data, o->len)) {
+    while ((o = dsm.out_head) && try_send(o->dst, o->handler, o->args, o->data, o->len, 0)) {
         dsm.out_head = o->next;
         if (!dsm.out_head)
             dsm.out_tail = NULL;
@@ -73,24 +75,25 @@ void dsm_wire_drain(void)
     }
 }
 
-void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len)
+void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len,
+                   unsigned flags)
 {
     const unsigned char *p = data;
     size_t done = 0;
     while (len - done > dsm.chunk) {
         uint64_t frag[DSM_WIRE_ARGS] = {done, len, 0, 0};
-        send_piece(dst, DSM_H_FRAG, frag, p + done, dsm.chunk);
+        send_piece(dst, DSM_H_FRAG, frag, p + done, dsm.chunk, SHOAL_MORE);
         done += dsm.chunk;
     }
     uint64_t last[DSM_WIRE_ARGS] = {args[0], args[1], args[2], done};
-    send_piece(dst, handler, last, len ? p + done : NULL, len - done);
+    send_piece(dst, handler, last, len ? p + done : NULL, len - done, flags);
 }
 
 void dsm_wire_send_msg(struct dsm_node *node, const struct dsm_msg *m)
 {
     (void)node;
     uint64_t args[DSM_WIRE_ARGS] = {m->rid, (uint64_t)m->type | (uint64_t)m->version << 32, m->aux, 0};
-    dsm_wire_send(m->dst, DSM_H_PROTO, args, m->data, m->len);
+    dsm_wire_send(m->dst, DSM_H_PROTO, args, m->data, m->len, m->more ? SHOAL_MORE : 0);
 }
 
 void dsm_progress(struct util_backoff *b)

@@ -155,6 +155,46 @@ static void test_reduce(void)
     free(out);
 }
 
+/* Over the network a collective's pieces for a peer leave together
+ * (SHOAL_MORE): a 1 MiB broadcast from rank 0 and a 1 MiB reduction to it
+ * take far fewer send batches at the sender than pieces.  2 ranks. */
+static void test_batched(void)
+{
+    enum { BYTES = 1 << 20 };
+    unsigned char *buf = malloc(BYTES);
+    double *in = malloc(BYTES), *out = malloc(BYTES);
+    CHECK(buf && in && out, "out of memory");
+    CHECK(np == 2, "the batched test runs on 2 ranks, not %d", np);
+    for (size_t i = 0; i < BYTES / 8; i++)
+        in[i] = (double)(i % 1000) + me;
+    struct shoal_stats a, b;
+    for (int kind = 0; kind < 2; kind++) {
+        int sender = kind == 0 ? 0 : 1;
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+        CHECK_RC(shoal_stats_get(&a), SHOAL_OK);
+        if (kind == 0)
+            one(buf, BYTES, 0, 1);
+        else
+            CHECK_RC(shoal_reduce(in, out, BYTES / 8, SHOAL_DOUBLE, SHOAL_ROP_SUM, 0), SHOAL_OK);
+        CHECK_RC(shoal_stats_get(&b), SHOAL_OK);
+        if (kind == 1 && me == 0)
+            for (size_t i = 0; i < BYTES / 8; i++)
+                CHECK(out[i] == 2.0 * (double)(i % 1000) + 1, "reduction element %zu is %g", i, out[i]);
+        if (me != sender)
+            continue;
+        uint64_t pieces = b.am_sent[0] - a.am_sent[0], batches = b.net_send_batches - a.net_send_batches;
+        printf("batched %s: rank %d sent %llu pieces in %llu batches\n", kind ? "reduce" : "bcast", me,
+               (unsigned long long)pieces, (unsigned long long)batches);
+        CHECK(pieces >= 8, "%s of %d bytes: only %llu pieces sent", kind ? "reduce" : "bcast", BYTES,
+              (unsigned long long)pieces);
+        CHECK(batches * 4 <= pieces, "%s: %llu pieces left in %llu send batches (at most a quarter as many expected)",
+              kind ? "reduce" : "bcast", (unsigned long long)pieces, (unsigned long long)batches);
+    }
+    free(buf);
+    free(in);
+    free(out);
+}
+
 /* A handler may not block: the collectives fail from one. */
 static void try_in_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
@@ -224,7 +264,7 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
-    CHECK(argc == 2, "usage: test_coll bcast|reduce|misuse|mismatch|mismatch0|rmismatch");
+    CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch");
     if (!strcmp(argv[1], "bcast"))
         test_bcast();
     else if (!strcmp(argv[1], "misuse"))
@@ -233,6 +273,8 @@ int main(int argc, char **argv)
         test_mismatch(!strcmp(argv[1], "mismatch0"));
     else if (!strcmp(argv[1], "reduce"))
         test_reduce();
+    else if (!strcmp(argv[1], "batched"))
+        test_batched();
     else if (!strcmp(argv[1], "rmismatch"))
         test_rmismatch();
     else
