@@ -375,6 +375,20 @@ static void run_pingpong_sweep(const struct bench_opts *o, enum ping_kind kind, 
     }
 }
 
+/* A size sweep of a collective that `calls` runs n times back to back:
+ * microseconds per call. */
+static void run_collective_sweep(const struct bench_opts *o, unsigned char *buf,
+                                 double (*calls)(unsigned char *, size_t, long), const char *name)
+{
+    double v[BENCH_MAX_BATCHES];
+    for (size_t s = o->min_size; s <= o->max_size; s *= 2) {
+        long n = bench_iters_for(o, s) / 4 + 1;
+        BATCHES(o, v, calls(buf, s, n));
+        scale(v, o->batches, 1e6 / (double)n);
+        emit(o, name, s, "us", n, v);
+    }
+}
+
 static void run_logp(const struct bench_opts *o)
 {
     double lat[BENCH_MAX_BATCHES], g[BENCH_MAX_BATCHES], ov[BENCH_MAX_BATCHES];
@@ -863,19 +877,9 @@ int main(int argc, char **argv)
         scale(v, o.batches, 1e6 / (double)o.iters);
         emit(&o, "barrier_lat", 0, "us", o.iters, v);
     } else if (strcmp(o.test, "bcast") == 0) {
-        for (size_t s = o.min_size; s <= o.max_size; s *= 2) {
-            long n = bench_iters_for(&o, s) / 4 + 1;
-            BATCHES(&o, v, broadcasts(src, s, n));
-            scale(v, o.batches, 1e6 / (double)n);
-            emit(&o, "bcast_lat", s, "us", n, v);
-        }
+        run_collective_sweep(&o, src, broadcasts, "bcast_lat");
     } else if (strcmp(o.test, "allreduce") == 0) {
-        for (size_t s = o.min_size; s <= o.max_size; s *= 2) {
-            long n = bench_iters_for(&o, s) / 4 + 1;
-            BATCHES(&o, v, allreduces(src, s, n));
-            scale(v, o.batches, 1e6 / (double)n);
-            emit(&o, "allreduce_lat", s, "us", n, v);
-        }
+        run_collective_sweep(&o, src, allreduces, "allreduce_lat");
     } else if (is_notify) {
         run_notify(&o, src);
         rma_teardown();
