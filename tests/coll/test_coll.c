@@ -156,11 +156,17 @@ static void test_reduce(void)
 }
 
 /* Over the network a collective's pieces for a peer leave together
- * (SHOAL_MORE): a 1 MiB broadcast from rank 0 and a 1 MiB reduction to it
- * take far fewer send batches at the sender than pieces.  2 ranks. */
+ * (SHOAL_MORE): a 768 KiB broadcast from rank 0 and a 768 KiB reduction to
+ * it take far fewer send batches at the sender than pieces (one each sent
+ * them before).  Within the 1 MiB window, so that no piece waits for an
+ * ACK: those leave from the polls the ACKs arrive in, as many batches as
+ * the receiver's timing makes (17 pieces of a 1 MiB broadcast took 1-6).
+ * The sender's other packets (an ACK, a keepalive) and a full socket
+ * buffer (a send cut short, the rest sent at the next flush) may add a few:
+ * 13 pieces took 1-4 batches.  2 ranks. */
 static void test_batched(void)
 {
-    enum { BYTES = 1 << 20 };
+    enum { BYTES = 3 << 18 };
     unsigned char *buf = malloc(BYTES);
     double *in = malloc(BYTES), *out = malloc(BYTES);
     CHECK(buf && in && out, "out of memory");
@@ -187,7 +193,7 @@ static void test_batched(void)
                (unsigned long long)pieces, (unsigned long long)batches);
         CHECK(pieces >= 8, "%s of %d bytes: only %llu pieces sent", kind ? "reduce" : "bcast", BYTES,
               (unsigned long long)pieces);
-        CHECK(batches * 4 <= pieces, "%s: %llu pieces left in %llu send batches (at most a quarter as many expected)",
+        CHECK(batches * 2 <= pieces, "%s: %llu pieces left in %llu send batches (at most half as many expected)",
               kind ? "reduce" : "bcast", (unsigned long long)pieces, (unsigned long long)batches);
     }
     free(buf);
