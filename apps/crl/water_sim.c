@@ -297,8 +297,7 @@ static void find_sole_adds(struct water *w)
 {
     size_t n = (size_t)w->n;
     unsigned nranks = crl_num_nodes();
-    w->sole_adder = app_alloc(n);
-    memset(w->sole_adder, 0, n);
+    w->sole_adder = app_alloc(n); /* zeroed */
     for (size_t k = w->count; k < met_span(w); k++) {
         size_t j = (w->first + k) % n, first, count;
         unsigned owner = app_owner(j, n, nranks), r = 0;

@@ -207,12 +207,13 @@ static int bc_plan(struct bc_plan *p, int root, size_t n)
 
 /* ---- moving the bytes ---------------------------------------------------- */
 
-static void bc_send(int dest, size_t off, size_t len, unsigned flags, size_t chunk, unsigned send_flags)
+/* A tree piece is sent with SHOAL_MORE: its caller flushes. */
+static void bc_send(int dest, size_t off, size_t len, unsigned flags, size_t chunk)
 {
     uint64_t args[BC_NARGS] = {bc.epoch, off, bc.n, (uint64_t)bc.root | (uint64_t)flags << 32, chunk};
     const unsigned char *at = len ? bc.buf + off : NULL; /* an empty broadcast's buf may be NULL */
     int rc = flags & BC_VIA_BROADCAST ? am_bcast_internal(COLL_H_BCAST, BC_NARGS, args, at, len)
-                                      : am_request_internal(dest, COLL_H_BCAST, send_flags, at, len, BC_NARGS, args);
+                                      : am_request_internal(dest, COLL_H_BCAST, SHOAL_MORE, at, len, BC_NARGS, args);
     if (rc)
         util_fatal("shoal_broadcast: cannot reach rank %d: %s", dest, shoal_strerror(rc));
 }
@@ -227,7 +228,7 @@ static int bc_forward(struct bc_plan *p)
         struct bc_child *c = &p->child[i];
         while (bc.arrived && (c->sent < bc.have || !c->started)) {
             size_t len = bc.have - c->sent < c->piece ? bc.have - c->sent : c->piece;
-            bc_send(c->rank, c->sent, len, 0, 0, SHOAL_MORE);
+            bc_send(c->rank, c->sent, len, 0, 0);
             c->sent += len;
             c->started = 1;
             sent = 1;
@@ -265,7 +266,7 @@ static void bc_send_packets(const struct bc_plan *p)
     bc.kept.acks = 0;
     bc.kept.sources = p->tree.nsources - 1;
     for (size_t off = 0; off < bc.n; off += bc.chunk)
-        bc_send(-1, off, bc.n - off < bc.chunk ? bc.n - off : bc.chunk, BC_VIA_BROADCAST, bc.chunk, 0);
+        bc_send(-1, off, bc.n - off < bc.chunk ? bc.n - off : bc.chunk, BC_VIA_BROADCAST, bc.chunk);
     am.stats.bcast_packets += (bc.n + bc.chunk - 1) / bc.chunk;
 }
 

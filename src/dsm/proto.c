@@ -274,9 +274,7 @@ static void grant(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type
 static void begin_invalidate(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type inv, uint32_t except,
                              enum dsm_cont cont)
 {
-    uint32_t n = 0, targets = r->ndir;
-    for (uint32_t i = 0; i < r->ndir; i++)
-        targets -= r->dir[i].node == except;
+    uint32_t n = 0, targets = r->ndir - (dir_find(r, except) != NULL); /* one entry per node */
     for (uint32_t i = 0; i < r->ndir; i++)
         if (r->dir[i].node != except) {
             n++;
