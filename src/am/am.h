@@ -107,6 +107,15 @@ int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, co
 /* The largest medium payload with nargs arguments that travels to a remote
  * rank in one packet: handed to the handler where it landed, never gathered. */
 size_t am_net_medium_in_one(unsigned nargs);
+/* What shoal_finalize's quiescence detection counts at this rank. */
+struct am_quiet {
+    uint64_t sent;      /* requests and replies sent (best-effort broadcasts are not: they may be lost) */
+    uint64_t run;       /* requests and replies whose handler ran here */
+    uint64_t dropped;   /* malformed messages dropped (a sender's bug: they never run) */
+    uint32_t unsettled; /* 1 while a packet this rank sent is not acknowledged */
+    uint32_t stalled;   /* filled by the caller */
+};
+void am_quiet_state(struct am_quiet *q);
 static inline int am_is_remote(int rank)
 {
     return am.remote && am.remote[rank];

@@ -49,6 +49,7 @@ struct am_rx {
 static struct {
     struct am_rx **rx;       /* [peer * 2 + class], allocated on a peer's first fragmented message */
     size_t max_payload;
+    uint64_t bcasts_run;     /* broadcast messages run (outside finalize's count: they may be lost) */
 } an;
 
 /* Where a fragment's payload starts.  A large medium payload starts on a
@@ -203,13 +204,14 @@ static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int
 }
 
 /* buf: where the message's payload is (segment, gathered or in place). */
-static void am_net_run(uint32_t peer, enum am_class cls, const struct am_net_hdr *h, const uint64_t *args,
-                       void *buf)
+static void am_net_run(uint32_t peer, enum am_class cls, int bcast, const struct am_net_hdr *h,
+                       const uint64_t *args, void *buf)
 {
     am_run_handler((int)peer, cls, h->handler, h->nargs, args, h->kind == AM_SHORT ? NULL : buf, h->total);
+    an.bcasts_run += (uint64_t)bcast;
 }
 
-static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned char *p, size_t len)
+static void am_net_fragment(uint32_t peer, enum am_class cls, int bcast, const unsigned char *p, size_t len)
 {
     struct am_net_hdr h;
     if (len < sizeof h) {
@@ -248,7 +250,7 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
     if (!rx) { /* the whole message: a medium's payload is handed over in place */
         if (long_at && n)
             memcpy(long_at, p + at, n);
-        am_net_run(peer, cls, &h, args, long_at ? long_at : (void *)(p + at));
+        am_net_run(peer, cls, bcast, &h, args, long_at ? long_at : (void *)(p + at));
         return;
     }
     if (first) {
@@ -267,7 +269,7 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
     rx->next_off = h.frag_off + (uint32_t)n;
     if (rx->next_off == h.total) {
         rx->busy = 0;
-        am_net_run(peer, cls, &rx->h, rx->args, dst);
+        am_net_run(peer, cls, 0, &rx->h, rx->args, dst); /* a broadcast is one packet */
         /* A gathered medium spans packets, so one allocation per message
          * is cheap; keeping the buffer would make every peer that once
          * sent a large medium cost its size for the rest of the job. */
@@ -279,7 +281,15 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, const unsigned cha
 
 static void am_net_deliver(const struct net_msg *m)
 {
-    am_net_fragment(m->peer, m->bcast ? AM_REQ : (enum am_class)m->channel, m->data, m->len);
+    am_net_fragment(m->peer, m->bcast ? AM_REQ : (enum am_class)m->channel, m->bcast, m->data, m->len);
+}
+
+void am_quiet_state(struct am_quiet *q)
+{
+    q->sent = am.stats.am_sent[AM_REQ] + am.stats.am_sent[AM_REP];
+    q->run = am.stats.am_received[AM_REQ] + am.stats.am_received[AM_REP] - an.bcasts_run;
+    q->dropped = am.stats.dropped;
+    q->unsettled = am.remote && !net_settled();
 }
 
 /* ---- start-up ----------------------------------------------------------- */

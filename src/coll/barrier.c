@@ -231,9 +231,9 @@ static void coll_disseminate(const int *members, int n, int me, unsigned round0,
 }
 
 /* Across hosts, among the leaders; then each leader releases its host. */
-static void coll_cross_hosts(uint64_t epoch, int may_broadcast)
+static void coll_cross_hosts(uint64_t epoch)
 {
-    if (may_broadcast && coll_use_broadcast()) {
+    if (coll_use_broadcast()) {
         if (am.rank == 0)
             coll_root(epoch);
         else
@@ -255,11 +255,6 @@ static void coll_wait_release(uint64_t epoch)
 
 int shoal_barrier(void)
 {
-    return coll_barrier(1);
-}
-
-int coll_barrier(int may_broadcast)
-{
     if (am.rank < 0)
         return SHOAL_ENOTINIT;
     int rc = am_blocking_allowed("shoal_barrier");
@@ -269,14 +264,12 @@ int coll_barrier(int may_broadcast)
     coll_layout();
     coll_disseminate(am.shm->local, am.shm->nlocal, am.shm->local_index[am.rank], 0, epoch);
     if (bb.nleaders > 1) {
-        if (may_broadcast)
-            coll_listen(1);
+        coll_listen(1);
         if (bb.leader_index >= 0)
-            coll_cross_hosts(epoch, may_broadcast);
+            coll_cross_hosts(epoch);
         else
             coll_wait_release(epoch);
-        if (may_broadcast)
-            coll_listen(0);
+        coll_listen(0);
     }
     am.stats.barriers++;
     return SHOAL_OK;

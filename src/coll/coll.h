@@ -16,11 +16,6 @@ void coll_bcast_fini(void);
 void coll_reduce_init(void);
 void coll_reduce_fini(void);
 
-/* shoal_barrier; may_broadcast 0 keeps to messages every rank acknowledges:
- * the last barriers before ranks leave (shoal_finalize), where a rank whose
- * broadcast release was lost could find rank 0 gone when it asks. */
-int coll_barrier(int may_broadcast);
-
 /* The job's hosts as the collectives see them: the lowest rank of each
  * host (its leader), in rank order; n of them. */
 const int *coll_leaders(int *n);

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static struct shm_state shm;
 static struct boot_info boot;
@@ -84,19 +85,100 @@ static void core_drain(void)
     }
 }
 
+/* Before it reports its counts, a rank serves until what it sent is
+ * acknowledged (or CORE_SETTLE_NS pass: the next wave asks again), so a
+ * wave is rarely wasted on a packet about to be acknowledged. */
+#define CORE_SETTLE_NS 20000000ull
+
+static void core_settle(struct am_quiet *q)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    uint64_t until = util_now_ns() + CORE_SETTLE_NS;
+    core_drain();
+    am_quiet_state(q);
+    while (q->unsettled && util_now_ns() < until) {
+        am_progress_wait(&b, 0);
+        am_quiet_state(q);
+    }
+    core_drain();
+    am_quiet_state(q);
+}
+
+/* Counts that stay the same this long while sent != run mean a message
+ * will never run (it was dropped as malformed): finalize says so and
+ * returns instead of waiting for ever. */
+static uint64_t core_stall_ns(void)
+{
+    uint64_t dead = (uint64_t)util_config_int(CFG_NET_DEAD_MS) * 1000000ull;
+    return dead > 1000000000ull ? dead : 1000000000ull;
+}
+
+static void core_report_lost(const struct am_quiet *all, uint64_t sent, uint64_t run)
+{
+    if (boot.rank != 0)
+        return;
+    util_log(LOG_ERROR, "shoal_finalize: %llu of the %llu messages sent in the job never ran; per rank:",
+             (unsigned long long)(sent - run), (unsigned long long)sent);
+    for (int r = 0; r < boot.size; r++)
+        util_log(LOG_ERROR, "  rank %d sent %llu, ran %llu, dropped %llu malformed", r,
+                 (unsigned long long)all[r].sent, (unsigned long long)all[r].run,
+                 (unsigned long long)all[r].dropped);
+}
+
+/* Quiescence: every message any rank sent (both classes, every transport)
+ * has run at its target, and every packet is acknowledged, before any rank
+ * leaves.  Waves of the bootstrap's allgather (which sends no message
+ * itself, and serves handlers while it waits) collect each rank's counts;
+ * two consecutive waves with the same totals, sent == run, end it: the
+ * counts are monotonic and every rank's second snapshot follows every
+ * first one, so at the moment between the waves nothing was in flight,
+ * and nothing could be sent after it (only a message's arrival makes a
+ * rank send) (Mattern's four-counter method). */
+static int core_quiesce(void)
+{
+    struct am_quiet *all = malloc((size_t)boot.size * sizeof *all);
+    if (!all)
+        return SHOAL_ENOMEM;
+    uint64_t prev_sent = UINT64_MAX, prev_run = UINT64_MAX;
+    uint64_t changed_at = util_now_ns();
+    for (;;) {
+        struct am_quiet q;
+        core_settle(&q);
+        q.stalled = util_now_ns() - changed_at > core_stall_ns();
+        int rc = boot_allgather(&q, sizeof q, all);
+        if (rc) {
+            free(all);
+            return rc;
+        }
+        uint64_t sent = 0, run = 0, unsettled = 0;
+        for (int r = 0; r < boot.size; r++) {
+            sent += all[r].sent;
+            run += all[r].run;
+            unsettled += all[r].unsettled;
+        }
+        if (sent == run && sent == prev_sent && run == prev_run && !unsettled)
+            break;
+        if (sent != prev_sent || run != prev_run)
+            changed_at = util_now_ns();
+        else if (all[0].stalled && sent != run) { /* rank 0's view: every rank decides alike */
+            core_report_lost(all, sent, run);
+            free(all);
+            return SHOAL_ETIMEDOUT;
+        }
+        prev_sent = sent;
+        prev_run = run;
+    }
+    free(all);
+    return SHOAL_OK;
+}
+
 int shoal_finalize(void)
 {
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
-    /* After the first barrier no rank issues requests; draining then runs
-     * every request, whose replies reach their targets before the second
-     * barrier ends; replies send nothing, so the last drain empties all. */
-    rc = coll_barrier(0);
-    core_drain();
-    if (rc == SHOAL_OK)
-        rc = coll_barrier(0);
-    core_drain();
+    rc = core_quiesce();
     rma_fini();
     am_net_fini();
     coll_fini();

@@ -793,16 +793,18 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     return SHOAL_OK;
 }
 
-static int all_acknowledged(void)
+int net_settled(void)
 {
+    lock();
+    int all = 1;
     for (int ch = 0; ch < 2; ch++)
         for (int r = 0; r < net.nranks; r++) {
             struct rel_peer_info info;
             rel_peer_info(net.rel[ch], (uint32_t)r, &info);
-            if (info.known && !info.dead && info.unacked)
-                return 0;
+            all &= !(info.known && !info.dead && info.unacked);
         }
-    return 1;
+    unlock();
+    return all;
 }
 
 void net_fini(void)
@@ -816,7 +818,7 @@ void net_fini(void)
             rel_flush_acks(net.rel[0]);
             rel_flush_acks(net.rel[1]);
             flush_tx();
-        } while (!all_acknowledged() && util_now_ns() < until);
+        } while (!net_settled() && util_now_ns() < until);
     }
     if (net.active) {
         struct net_stats st;

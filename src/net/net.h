@@ -52,6 +52,9 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
 /* Waits (bounded) until what this rank sent is acknowledged, so peers
  * finishing with it do not retransmit to a closed socket, then closes. */
 void net_fini(void);
+/* 1 when every packet this rank sent to a live peer, on both channels, is
+ * acknowledged. */
+int net_settled(void);
 /* The carrier in use: "udp", "eth", or NULL before net_init. */
 const char *net_carrier(void);
 size_t net_max_payload(void);
