@@ -83,19 +83,17 @@ void eth_close(struct eth_sock *s)
 #define LOAD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
 #define SAME(v, to_keep) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __builtin_bswap32((uint32_t)(v)), 0, (to_keep))
 
-int eth_drop_own(struct eth_sock *s, uint64_t job, uint64_t key, uint32_t self)
+int eth_drop_own(struct eth_sock *s, uint64_t job, uint32_t self)
 {
     if (!s->loopback)
         return SHOAL_OK;
     /* jump offsets count the instructions skipped, here to the last one */
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, WIRE_HEADER_BYTES, 0, 13),
-        LOAD(0), SAME(WIRE_MAGIC, 11),
-        LOAD(WIRE_OFF_JOB), SAME(job, 9),
-        LOAD(WIRE_OFF_JOB + 4), SAME(job >> 32, 7),
-        LOAD(WIRE_OFF_KEY), SAME(key, 5),
-        LOAD(WIRE_OFF_KEY + 4), SAME(key >> 32, 3),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, WIRE_HEADER_BYTES, 0, 9),
+        LOAD(0), SAME(WIRE_MAGIC, 7),
+        LOAD(WIRE_OFF_JOB), SAME(job, 5),
+        LOAD(WIRE_OFF_JOB + 4), SAME(job >> 32, 3),
         LOAD(WIRE_OFF_SRC), SAME(self, 1),
         BPF_STMT(BPF_RET | BPF_K, 0),           /* this rank's own frame */
         BPF_STMT(BPF_RET | BPF_K, 0xffffffffu), /* the whole frame, for the decoder */

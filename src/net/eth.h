@@ -38,11 +38,12 @@ void eth_close(struct eth_sock *s);
  * sender's own included (PACKET_IGNORE_OUTGOING, which eth_open requires,
  * drops only the copy taken on the way out), and a sender streaming 64 KB
  * frames would copy each one in again and count it as malformed.  Only
- * frames with shoal's magic, this job's id and key and this rank as their
- * source are dropped; the decoder sees and counts everything else.  Other
+ * frames with shoal's magic, this job's id and this rank as their source
+ * are dropped (the decoder would drop a frame claiming to be this rank's
+ * anyway); it sees and counts everything else.  Other
  * interfaces send nothing back, and their frames skip the filter.
  * SHOAL_OK, or SHOAL_ESYS (logged; the frames then reach the decoder). */
-int eth_drop_own(struct eth_sock *s, uint64_t job, uint64_t key, uint32_t self);
+int eth_drop_own(struct eth_sock *s, uint64_t job, uint32_t self);
 /* As udp_send / udp_recv_batch.  Receiving: len[i] per frame (0 if
  * truncated, else trimmed to the packet's own length), from[i] its source
  * (from may be NULL). */

@@ -11,6 +11,7 @@
 #include "util/util.h"
 #include "shoal.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,7 +24,7 @@
 
 /* What each rank publishes at start-up. */
 struct net_addr {
-    uint64_t key;         /* rank 0's becomes the job's */
+    uint64_t secret[2];   /* random; rank 0's becomes the job's MAC key (it travels only through the launcher) */
     uint32_t incarnation;
     uint32_t max_payload; /* what its carrier's MTU allows */
     uint8_t has_eth;      /* it opened a raw socket */
@@ -297,7 +298,7 @@ static void count_drop(enum wire_verdict v)
 {
     net.stats.dropped++;
     switch (v) {
-    case WIRE_DROP_MAGIC: case WIRE_DROP_VERSION: case WIRE_DROP_JOB: case WIRE_DROP_KEY:
+    case WIRE_DROP_MAGIC: case WIRE_DROP_VERSION: case WIRE_DROP_JOB: case WIRE_DROP_AUTH:
         net.stats.dropped_foreign++;
         break;
     case WIRE_DROP_SHORT: case WIRE_DROP_LENGTH: case WIRE_DROP_CHECKSUM: case WIRE_DROP_TYPE: case WIRE_DROP_RANK:
@@ -663,7 +664,8 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     c.self = (uint32_t)net.rank;
     c.nranks = (uint32_t)net.nranks;
     c.job = job_id;
-    c.key = net.peers[0].key;
+    c.key = (struct wire_key){net.peers[0].secret[0], net.peers[0].secret[1],
+                              strcmp(util_config_str(CFG_NET_AUTH), "header") == 0};
     c.incarnation = me->incarnation;
     c.max_payload = (uint32_t)net.max_payload;
     c.dead_after_ns = (uint64_t)util_config_int(CFG_NET_DEAD_MS) * 1000000ull;
@@ -725,9 +727,13 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     net.nranks = nranks;
     net.deliver = deliver;
     struct net_addr me = {.incarnation = new_incarnation()};
-    if (getrandom(&me.key, sizeof me.key, 0) != sizeof me.key)
-        me.key = util_now_ns() ^ ((uint64_t)getpid() << 32);
-    int rc = open_carriers(transport, &me);
+    int rc = SHOAL_OK;
+    if (getrandom(me.secret, sizeof me.secret, 0) != sizeof me.secret) {
+        LOG(LOG_ERROR, "no random numbers for the job's secret (getrandom: %s)", strerror(errno));
+        rc = SHOAL_ESYS;
+    }
+    if (rc == SHOAL_OK)
+        rc = open_carriers(transport, &me);
     /* everyone joins the exchange, so a rank that failed does not hang the
      * rest: its entry says so and all fail alike */
     if (rc)
@@ -761,7 +767,7 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
         if ((rc = open_udp_bcast()) != SHOAL_OK)
             return rc;
     } else {
-        eth_drop_own(&net.eth, job_id, net.peers[0].key, (uint32_t)rank);
+        eth_drop_own(&net.eth, job_id, (uint32_t)rank);
         net.gro = 0;
     }
     net.pkt_cap = net.max_payload + WIRE_HEADER_BYTES;

@@ -376,11 +376,11 @@ static void send_packet(struct rel *r, struct peer *p, uint8_t type, uint16_t fl
     uint32_t credits = q->consumed + a->cfg.rcv_buf - q->rcv_ack;
     flags |= (r->cfg.reply_channel ? WIRE_F_REPLY : 0) | (a->cfg.reply_channel ? WIRE_F_ACK_REPLY : 0);
     struct wire_header h = {
-        .type = type, .flags = flags, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self, .dst = p->rank,
+        .type = type, .flags = flags, .job = r->cfg.job, .src = r->cfg.self, .dst = p->rank,
         .src_inc = r->cfg.incarnation, .dst_inc = p->inc, .seq = seq, .ack = q->rcv_ack, .sack = sack_bits(a, q),
         .credits = (uint16_t)credits, .len = (uint16_t)len};
     unsigned char hdr[WIRE_HEADER_BYTES];
-    wire_encode_header(pkt ? pkt : hdr, &h, r->cfg.need_checksum);
+    wire_encode_header(pkt ? pkt : hdr, &h, &r->cfg.key, r->cfg.need_checksum);
     q->adv_limit = q->rcv_ack + credits;
     q->ack_due = REL_NEVER;
     r->io.xmit(r->ctx, p->rank, pkt ? pkt : hdr, WIRE_HEADER_BYTES + (size_t)len, pkt != NULL);
@@ -918,7 +918,7 @@ int rel_bcast(struct rel *r, const void *head, size_t hlen, const void *body, si
     size_t len = hlen + blen;
     if (len > r->cfg.max_payload)
         return SHOAL_EINVAL;
-    struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .key = r->cfg.key, .src = r->cfg.self,
+    struct wire_header h = {.type = WIRE_BCAST, .job = r->cfg.job, .src = r->cfg.self,
                             .dst = WIRE_BROADCAST, .src_inc = r->cfg.incarnation, .len = (uint16_t)len};
     unsigned char *pkt = malloc(WIRE_HEADER_BYTES + len);
     if (!pkt) {
@@ -926,7 +926,7 @@ int rel_bcast(struct rel *r, const void *head, size_t hlen, const void *body, si
         return SHOAL_ENOMEM;
     }
     put_payload(pkt, head, hlen, body, blen);
-    wire_encode_header(pkt, &h, r->cfg.need_checksum);
+    wire_encode_header(pkt, &h, &r->cfg.key, r->cfg.need_checksum);
     r->stats.bcasts_sent++;
     r->io.xmit(r->ctx, WIRE_BROADCAST, pkt, WIRE_HEADER_BYTES + len, 0);
     free(pkt);

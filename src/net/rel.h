@@ -85,7 +85,8 @@
 
 struct rel_config {
     uint32_t self, nranks;     /* this rank, job size */
-    uint64_t job, key;         /* what every packet of the job carries */
+    uint64_t job;              /* what every packet of the job carries */
+    struct wire_key key;       /* the job's secret: every packet's tag is made with it */
     uint32_t incarnation;      /* this rank's, nonzero, larger after a restart */
     uint32_t max_payload;      /* largest DATA/BCAST payload, <= WIRE_MAX_PAYLOAD */
     uint32_t window;           /* DATA packets in flight per peer (not yet acknowledged nor SACKed): power of two */

@@ -97,7 +97,75 @@ static uint64_t get64(const unsigned char *p)
     return get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-void wire_encode_header(void *buf, const struct wire_header *h, int with_checksum)
+/* ---- SipHash-2-4 (Aumasson & Bernstein): a keyed PRF, the tag ---------- */
+
+static inline uint64_t rotl(uint64_t x, unsigned b)
+{
+    return x << b | x >> (64 - b);
+}
+
+#define SIP_ROUND(v0, v1, v2, v3)                                                                  \
+    do {                                                                                           \
+        v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);                                  \
+        v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;                                                     \
+        v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;                                                     \
+        v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);                                  \
+    } while (0)
+
+struct sip {
+    uint64_t v0, v1, v2, v3;
+};
+
+static inline void sip_init(struct sip *s, const struct wire_key *k)
+{
+    *s = (struct sip){k->k0 ^ 0x736f6d6570736575ull, k->k1 ^ 0x646f72616e646f6dull,
+                      k->k0 ^ 0x6c7967656e657261ull, k->k1 ^ 0x7465646279746573ull};
+}
+
+static inline void sip_word(struct sip *s, uint64_t m)
+{
+    s->v3 ^= m;
+    SIP_ROUND(s->v0, s->v1, s->v2, s->v3);
+    SIP_ROUND(s->v0, s->v1, s->v2, s->v3);
+    s->v0 ^= m;
+}
+
+/* A little-endian word at any alignment, in one load where the host is
+ * little-endian (the payload loop's cost) */
+static inline uint64_t load64le(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+uint64_t wire_mac(const void *buf, size_t len, const struct wire_key *key)
+{
+    const unsigned char *p = buf;
+    struct sip s;
+    sip_init(&s, key);
+    /* the header's 8 words, the tag (word 2) and the checksum (upper half
+     * of word 7) as zero: the checksum is computed after the tag */
+    for (unsigned w = 0; w < 8; w++)
+        sip_word(&s, w == 2 ? 0 : w == 7 ? load64le(p + 56) & 0xffffffffull : load64le(p + 8 * w));
+    size_t n = key->header_only ? 0 : len;
+    const unsigned char *d = p + WIRE_HEADER_BYTES;
+    for (; n >= 8; n -= 8, d += 8)
+        sip_word(&s, load64le(d));
+    uint64_t last = (uint64_t)(WIRE_HEADER_BYTES + (key->header_only ? 0 : len)) << 56;
+    for (size_t i = 0; i < n; i++)
+        last |= (uint64_t)d[i] << (8 * i);
+    sip_word(&s, last);
+    s.v2 ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        SIP_ROUND(s.v0, s.v1, s.v2, s.v3);
+    return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+void wire_encode_header(void *buf, const struct wire_header *h, const struct wire_key *key, int with_checksum)
 {
     unsigned char *p = buf;
     put32(p + 0, WIRE_MAGIC);
@@ -105,7 +173,6 @@ void wire_encode_header(void *buf, const struct wire_header *h, int with_checksu
     p[5] = h->type;
     put16(p + 6, h->flags);
     put64(p + WIRE_OFF_JOB, h->job);
-    put64(p + WIRE_OFF_KEY, h->key);
     put32(p + WIRE_OFF_SRC, h->src);
     put32(p + 28, h->dst);
     put32(p + 32, h->src_inc);
@@ -115,17 +182,19 @@ void wire_encode_header(void *buf, const struct wire_header *h, int with_checksu
     put64(p + 48, h->sack);
     put16(p + 56, h->credits);
     put16(p + 58, h->len);
+    put64(p + WIRE_OFF_MAC, wire_mac(p, h->len, key));
     put32(p + 60, with_checksum ? wire_crc32c(p, 60) : 0);
 }
 
-size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum)
+size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload,
+                   const struct wire_key *key, int with_checksum)
 {
     size_t total = WIRE_HEADER_BYTES + h->len;
     if (total > cap || h->len > WIRE_MAX_PAYLOAD)
         return 0;
-    wire_encode_header(buf, h, with_checksum);
     if (h->len)
         memcpy((unsigned char *)buf + WIRE_HEADER_BYTES, payload, h->len);
+    wire_encode_header(buf, h, key, with_checksum);
     return total;
 }
 
@@ -133,7 +202,7 @@ static void decode_fields(const unsigned char *p, struct wire_header *h)
 {
     *h = (struct wire_header){
         .magic = get32(p), .version = p[4], .type = p[5], .flags = get16(p + 6), .job = get64(p + WIRE_OFF_JOB),
-        .key = get64(p + WIRE_OFF_KEY), .src = get32(p + WIRE_OFF_SRC), .dst = get32(p + 28), .src_inc = get32(p + 32),
+        .mac = get64(p + WIRE_OFF_MAC), .src = get32(p + WIRE_OFF_SRC), .dst = get32(p + 28), .src_inc = get32(p + 32),
         .dst_inc = get32(p + 36), .seq = get32(p + 40), .ack = get32(p + 44), .sack = get64(p + 48),
         .credits = get16(p + 56), .len = get16(p + 58), .csum = get32(p + 60)};
 }
@@ -161,16 +230,18 @@ enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expec
         return WIRE_DROP_CHECKSUM; /* before the fields below: they may be the corrupted ones */
     if (h->job != e->job)
         return WIRE_DROP_JOB;
-    if (h->key != e->key)
-        return WIRE_DROP_KEY;
+    /* the length first: the tag covers the payload it says */
+    if (h->len > WIRE_MAX_PAYLOAD || (size_t)h->len != n - WIRE_HEADER_BYTES)
+        return WIRE_DROP_LENGTH;
+    if (h->mac != wire_mac(p, h->len, &e->key))
+        return WIRE_DROP_AUTH;
     if (h->src >= e->nranks || h->src == e->self || (h->dst != e->self && h->dst != WIRE_BROADCAST) ||
         (h->dst == WIRE_BROADCAST) != (h->type == WIRE_BCAST))
         return WIRE_DROP_RANK;
     if (h->type == 0 || h->type >= WIRE_TYPES || (h->flags & ~WIRE_FLAGS) || h->src_inc == 0 ||
         (h->type != WIRE_DATA && !(h->flags & WIRE_F_REPLY) != !(h->flags & WIRE_F_ACK_REPLY)))
         return WIRE_DROP_TYPE;
-    if (h->len > WIRE_MAX_PAYLOAD || (size_t)h->len != n - WIRE_HEADER_BYTES ||
-        (h->len && h->type != WIRE_DATA && h->type != WIRE_BCAST))
+    if (h->len && h->type != WIRE_DATA && h->type != WIRE_BCAST)
         return WIRE_DROP_LENGTH;
     return WIRE_OK;
 }
@@ -179,7 +250,7 @@ const char *wire_verdict_name(enum wire_verdict v)
 {
     static const char *const names[WIRE_VERDICTS] = {
         [WIRE_OK] = "accepted", [WIRE_DROP_SHORT] = "short", [WIRE_DROP_MAGIC] = "not shoal",
-        [WIRE_DROP_VERSION] = "other version", [WIRE_DROP_JOB] = "other job", [WIRE_DROP_KEY] = "bad key",
+        [WIRE_DROP_VERSION] = "other version", [WIRE_DROP_JOB] = "other job", [WIRE_DROP_AUTH] = "bad MAC",
         [WIRE_DROP_RANK] = "bad rank", [WIRE_DROP_TYPE] = "bad type", [WIRE_DROP_LENGTH] = "bad length",
         [WIRE_DROP_CHECKSUM] = "bad checksum", [WIRE_DROP_INCARNATION] = "old incarnation",
         [WIRE_DROP_DUPLICATE] = "duplicate", [WIRE_DROP_WINDOW] = "beyond window",

@@ -10,13 +10,13 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4c4f4853u   /* "SHOL" read little-endian */
-#define WIRE_VERSION 2u
+#define WIRE_VERSION 3u
 #define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
 #define WIRE_HEADER_BYTES 64u
 /* where the fields that tell a packet's job and sender lie (little-endian,
  * as every field): the codec and readers that look before decoding share them */
 #define WIRE_OFF_JOB 8u
-#define WIRE_OFF_KEY 16u
+#define WIRE_OFF_MAC 16u
 #define WIRE_OFF_SRC 24u
 #define WIRE_BROADCAST 0xffffffffu /* dst of a packet for every rank of the job */
 #define WIRE_MAX_PAYLOAD 65000u  /* fits one UDP datagram; carriers lower it to their MTU */
@@ -44,7 +44,7 @@ struct wire_header {
     uint8_t type;      /*  5 enum wire_type */
     uint16_t flags;    /*  6 WIRE_F_* */
     uint64_t job;      /*  8 job id */
-    uint64_t key;      /* 16 per-job random key */
+    uint64_t mac;      /* 16 SipHash-2-4 tag under the job's secret (wire_encode_header fills it) */
     uint32_t src;      /* 24 sender's rank */
     uint32_t dst;      /* 28 receiver's rank, or WIRE_BROADCAST */
     uint32_t src_inc;  /* 32 sender's incarnation (nonzero, new at every start) */
@@ -64,7 +64,7 @@ enum wire_verdict {
     WIRE_DROP_MAGIC,       /* not a shoal packet */
     WIRE_DROP_VERSION,     /* another protocol version */
     WIRE_DROP_JOB,         /* another job */
-    WIRE_DROP_KEY,         /* this job's id with the wrong key */
+    WIRE_DROP_AUTH,        /* this job's id, and a MAC tag the job's secret did not make */
     WIRE_DROP_RANK,        /* unknown source rank, or not addressed to this rank */
     WIRE_DROP_TYPE,        /* unknown type or flags */
     WIRE_DROP_LENGTH,      /* len disagrees with the bytes received, or too large */
@@ -76,33 +76,50 @@ enum wire_verdict {
     WIRE_VERDICTS
 };
 
-/* What a receiver accepts: its job, key and rank, the job size, and
+/* The job's secret: the 128-bit SipHash key every packet's tag is made
+ * with.  It never travels in a packet.  header_only: the tag covers the
+ * 64 header bytes only (SHOAL_NET_AUTH=header), else header and payload. */
+struct wire_key {
+    uint64_t k0, k1;
+    int header_only;
+};
+
+/* What a receiver accepts: its job, secret and rank, the job size, and
  * whether checksums are required (raw frames) or checked when nonzero. */
 struct wire_expect {
-    uint64_t job, key;
+    uint64_t job;
+    struct wire_key key;
     uint32_t self, nranks;
     int need_checksum;
 };
 
 uint32_t wire_crc32c(const void *buf, size_t n);
 
-/* Writes the 64 header bytes (h->len says the payload's length) into buf. */
-void wire_encode_header(void *buf, const struct wire_header *h, int with_checksum);
+/* The tag of the packet at buf: the header with its mac and csum fields
+ * taken as zero, then (unless key->header_only) the len payload bytes
+ * after it. */
+uint64_t wire_mac(const void *buf, size_t len, const struct wire_key *key);
+
+/* Writes the 64 header bytes (h->len says the payload's length) into buf,
+ * with the tag over the header and the payload already at buf +
+ * WIRE_HEADER_BYTES (h->mac is ignored). */
+void wire_encode_header(void *buf, const struct wire_header *h, const struct wire_key *key, int with_checksum);
 
 /* Writes header + payload into buf (cap bytes); with_checksum fills csum.
  * Returns the packet's length, or 0 if it does not fit. */
-size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload, int with_checksum);
+size_t wire_encode(void *buf, size_t cap, const struct wire_header *h, const void *payload,
+                   const struct wire_key *key, int with_checksum);
 
-/* Checks a received packet of n bytes against *e and decodes its header;
- * the payload is at buf + WIRE_HEADER_BYTES.  Never reads outside [buf,
- * buf + n).  Checks everything a packet says about itself (magic, version,
- * job, key, ranks, type, flags, length, checksum); incarnations, sequence
- * numbers and windows are the reliability layer's. */
 /* Where the packet at p (n bytes there) ends by its own length field: its
  * bytes, or n when n is too short for a header or for that length (the
  * decoder then drops it).  The length is covered by the header checksum on
  * raw frames and by the UDP checksum of the datagram it came in. */
 size_t wire_packet_bytes(const void *p, size_t n);
+/* Checks a received packet of n bytes against *e and decodes its header;
+ * the payload is at buf + WIRE_HEADER_BYTES.  Never reads outside [buf,
+ * buf + n).  Checks everything a packet says about itself (magic, version,
+ * job, length, tag, ranks, type, flags, checksum); incarnations, sequence
+ * numbers and windows are the reliability layer's. */
 enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expect *e, struct wire_header *out);
 
 const char *wire_verdict_name(enum wire_verdict v);

@@ -48,6 +48,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                        "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost; 0: only reliable messages along a tree"},
     [CFG_NET_GSO] = {"SHOAL_NET_GSO", "1",
                      "udp: 1: a run of up to 64 equal-sized datagrams to one peer (a large message's fragments) leaves in one system call that the kernel cuts into datagrams (UDP_SEGMENT, Linux 4.18+; kept only where the kernel accepts it), and arrives in one buffer where the kernel keeps it whole (UDP_GRO; 64 KiB receive buffers); 0: one datagram per system call entry"},
+    [CFG_NET_AUTH] = {"SHOAL_NET_AUTH", "full",
+                      "what the tag of every cluster packet covers (SipHash-2-4 under a per-job secret that only the launcher hands out and no packet carries): full (header and payload: nothing an outsider sends or alters is accepted), header (the 64-byte header only: no outsider can inject, replay into another incarnation or end the job, but one that sees a packet on its way can alter its payload; saves the payload's hashing, for bandwidth on a trusted link)"},
     [CFG_CRL_URC_SIZE] = {"SHOAL_CRL_URC_SIZE", "1024",
                           "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
     [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
@@ -118,6 +120,8 @@ static int validate(enum util_cfg_id id, const char *v)
                 strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
     case CFG_TRANSPORT:
         return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
+    case CFG_NET_AUTH:
+        return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
     case CFG_CRL_STATS:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;

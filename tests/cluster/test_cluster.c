@@ -172,28 +172,28 @@ struct bad_packet {
     size_t len;
 };
 
-/* A DATA packet for rank 1 of this job, with a key that is not the job's
- * (an outsider cannot know it), changed by `damage`. */
+/* A DATA packet for rank 1 of this job, tagged under a secret that is not
+ * the job's (an outsider cannot know it), changed by `damage`. */
 static size_t make_packet(unsigned char *p, uint64_t job, void (*damage)(struct wire_header *))
 {
-    struct wire_header h = {.type = WIRE_DATA, .job = job, .key = 0x5eed, .src = 0, .dst = 1, .src_inc = 7,
-                            .seq = 1, .len = 16};
+    struct wire_header h = {.type = WIRE_DATA, .job = job, .src = 0, .dst = 1, .src_inc = 7, .seq = 1, .len = 16};
     if (damage)
         damage(&h);
     unsigned char payload[16] = {0};
-    return wire_encode(p, WIRE_HEADER_BYTES + 16, &h, payload, 1);
+    const struct wire_key guess = {0x5eed, 0x5eed, 0};
+    return wire_encode(p, WIRE_HEADER_BYTES + 16, &h, payload, &guess, 1);
 }
 
 static void other_job(struct wire_header *h) { h->job ^= 1; }
 
-/* What an outsider can send: each is refused before the key check or by
+/* What an outsider can send: each is refused before the tag check or by
  * it; `foreign` says which counter it lands in. */
 static size_t build_bad_packets(struct bad_packet *b, uint64_t job)
 {
     size_t n = 0;
     b[n] = (struct bad_packet){.what = "not shoal", .foreign = 1, .len = 80};
     memset(b[n++].bytes, 0xab, 80);
-    b[n] = (struct bad_packet){.what = "right job, wrong key", .foreign = 1};
+    b[n] = (struct bad_packet){.what = "right job, wrong secret", .foreign = 1};
     b[n].len = make_packet(b[n].bytes, job, NULL);
     n++;
     b[n] = (struct bad_packet){.what = "another job", .foreign = 1};

@@ -35,21 +35,22 @@ static void count_kinds(struct eth_sock *s, unsigned char pkt[KINDS][WIRE_HEADER
     CHECK(k == 0, "eth_recv_batch: %d", k);
 }
 
-/* With eth_drop_own(job, key, rank 1), a stops its own frames (this job,
- * key and rank as source) but receives rank 2's and those with another
- * key; b, without the filter, receives all three kinds. */
+/* With eth_drop_own(job, rank 1), a stops its own frames (this job and
+ * rank as source) but receives rank 2's and another job's rank 1's; b,
+ * without the filter, receives all three kinds. */
 static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
 {
-    const uint64_t job = 0x1234567890abcdefull, key = 0xfedcba0987654321ull;
+    const uint64_t job = 0x1234567890abcdefull;
+    const struct wire_key key = {0xfedcba0987654321ull, 0x0123456789abcdefull, 0};
     CHECK(a->loopback && b->loopback, "lo is not a loopback interface");
-    CHECK_RC(eth_drop_own(a, job, key, 1), SHOAL_OK);
+    CHECK_RC(eth_drop_own(a, job, 1), SHOAL_OK);
     unsigned char pkt[KINDS][WIRE_HEADER_BYTES];
-    struct wire_header h = {.type = WIRE_KEEPALIVE, .job = job, .key = key, .src = 1, .dst = 2, .src_inc = 7};
-    wire_encode_header(pkt[0], &h, 1); /* a's own */
+    struct wire_header h = {.type = WIRE_KEEPALIVE, .job = job, .src = 1, .dst = 2, .src_inc = 7};
+    wire_encode_header(pkt[0], &h, &key, 1); /* a's own */
     h.src = 2, h.dst = 1;
-    wire_encode_header(pkt[1], &h, 1); /* another rank's */
-    h.src = 1, h.dst = 2, h.key = key + 1;
-    wire_encode_header(pkt[2], &h, 1); /* another job's key */
+    wire_encode_header(pkt[1], &h, &key, 1); /* another rank's */
+    h.src = 1, h.dst = 2, h.job = job + 1;
+    wire_encode_header(pkt[2], &h, &key, 1); /* another job's */
     int at_a[KINDS] = {0}, at_b[KINDS] = {0};
     count_kinds(a, pkt, at_a); /* empties a of the test above's frames */
     struct eth_frame tx[KINDS * EACH];

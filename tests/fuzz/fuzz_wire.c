@@ -22,7 +22,7 @@
  *     verdict wire_decode can give, so the corpus keeps covering them.
  *
  * The receiver below is fixed; tests/fuzz/make_wire_corpus.py writes its
- * seeds for the same one (keep FUZZ_JOB, FUZZ_KEY, FUZZ_SELF, FUZZ_NRANKS in
+ * seeds for the same one (keep FUZZ_JOB, FUZZ_KEY0/1, FUZZ_SELF, FUZZ_NRANKS in
  * step with JOB, KEY, SELF, NRANKS there). */
 #include "net/wire.h"
 
@@ -31,7 +31,8 @@
 #include <string.h>
 
 #define FUZZ_JOB 0x5348424f4a000001ull
-#define FUZZ_KEY 0x0123456789abcdefull
+#define FUZZ_KEY0 0x0123456789abcdefull
+#define FUZZ_KEY1 0xfedcba9876543210ull
 #define FUZZ_SELF 1u
 #define FUZZ_NRANKS 4u
 
@@ -46,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     struct wire_header h[2];
     for (int need = 0; need <= 1; need++) {
         const struct wire_expect e = {
-            .job = FUZZ_JOB, .key = FUZZ_KEY, .self = FUZZ_SELF, .nranks = FUZZ_NRANKS, .need_checksum = need};
+            .job = FUZZ_JOB, .key = {FUZZ_KEY0, FUZZ_KEY1, 0}, .self = FUZZ_SELF, .nranks = FUZZ_NRANKS, .need_checksum = need};
         v[need] = wire_decode(data, n, &e, &h[need]);
         if ((unsigned)v[need] > WIRE_DROP_CHECKSUM)
             abort(); /* not a verdict of wire_decode's */
@@ -60,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         unsigned char *re = malloc(n);
         if (!re)
             abort();
-        size_t m = wire_encode(re, n, &h[need], data + WIRE_HEADER_BYTES, h[need].csum != 0);
+        size_t m = wire_encode(re, n, &h[need], data + WIRE_HEADER_BYTES, &e.key, h[need].csum != 0);
         if (m != n || memcmp(re, data, n) != 0)
             abort();
         free(re);

@@ -11,7 +11,9 @@ and leaves every other file (inputs the fuzzer found) alone.  The output is
 the same on every run.
 
 The layout is docs/WIRE.md's; JOB, KEY, SELF and NRANKS must equal FUZZ_JOB,
-FUZZ_KEY, FUZZ_SELF and FUZZ_NRANKS in fuzz_wire.c.  Python 3 standard library
+FUZZ_KEY0/FUZZ_KEY1, FUZZ_SELF and FUZZ_NRANKS in fuzz_wire.c.  Packets carry the
+SipHash-2-4 tag under KEY that the receiver checks (the fuzzer's mutations break
+it, so the checks behind the tag are reached through these seeds).  Python 3 standard library
 only.
 """
 import os
@@ -19,12 +21,12 @@ import struct
 import sys
 
 JOB = 0x5348424F4A000001
-KEY = 0x0123456789ABCDEF
+KEY = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
 SELF = 1
 NRANKS = 4
 
 MAGIC = 0x4C4F4853  # "SHOL"
-VERSION = 2
+VERSION = 3
 BROADCAST = 0xFFFFFFFF
 DATA, ACK, KEEPALIVE, BCAST = 1, 2, 3, 4
 F_ACK_NOW = 0x1
@@ -57,18 +59,54 @@ def crc32c(data):
 assert crc32c(b"123456789") == 0xE3069283
 assert struct.calcsize(HEADER_FMT) == 60
 
+M64 = (1 << 64) - 1
+
+
+def _rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & M64
+
+
+def siphash24(key, data):
+    k0, k1 = key
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+
+    def rnd():
+        v[0] = (v[0] + v[1]) & M64; v[1] = _rotl(v[1], 13) ^ v[0]; v[0] = _rotl(v[0], 32)
+        v[2] = (v[2] + v[3]) & M64; v[3] = _rotl(v[3], 16) ^ v[2]
+        v[0] = (v[0] + v[3]) & M64; v[3] = _rotl(v[3], 21) ^ v[0]
+        v[2] = (v[2] + v[1]) & M64; v[1] = _rotl(v[1], 17) ^ v[2]; v[2] = _rotl(v[2], 32)
+
+    tail = data[len(data) // 8 * 8:] + bytes(7 - len(data) % 8) + bytes([len(data) & 0xFF])
+    for w in struct.unpack("<%dQ" % (len(data) // 8), data[:len(data) // 8 * 8]) + struct.unpack("<Q", tail):
+        v[3] ^= w
+        rnd()
+        rnd()
+        v[0] ^= w
+    v[2] ^= 0xFF
+    for _ in range(4):
+        rnd()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+assert siphash24((0x0706050403020100, 0x0F0E0D0C0B0A0908), bytes(range(15))) == 0xA129CA6149BE45E5
+
 
 def packet(ptype=DATA, payload=b"", csum=True, **f):
     """A packet from SELF's peer 2 (or f["src"]) to SELF; f overrides any header field."""
-    h = dict(magic=MAGIC, version=VERSION, type=ptype, flags=0, job=JOB, key=KEY, src=2,
+    h = dict(magic=MAGIC, version=VERSION, type=ptype, flags=0, job=JOB, mac=None, src=2,
              dst=BROADCAST if ptype == BCAST else SELF, src_inc=0x5EED0002, dst_inc=0x5EED0001,
              seq=1 if ptype == DATA else 0, ack=0, sack=0, credits=64, len=len(payload))
-    unknown = set(f) - set(h) - {"csum_value"}
+    unknown = set(f) - set(h) - {"csum_value", "tag_key"}
     assert not unknown, unknown
-    h.update((k, v) for k, v in f.items() if k != "csum_value")
-    head = struct.pack(HEADER_FMT, h["magic"], h["version"], h["type"], h["flags"], h["job"], h["key"],
-                       h["src"], h["dst"], h["src_inc"], h["dst_inc"], h["seq"], h["ack"], h["sack"],
-                       h["credits"], h["len"])
+    h.update((k, v) for k, v in f.items() if k not in ("csum_value", "tag_key"))
+
+    def head(mac):
+        return struct.pack(HEADER_FMT, h["magic"], h["version"], h["type"], h["flags"], h["job"], mac,
+                           h["src"], h["dst"], h["src_inc"], h["dst_inc"], h["seq"], h["ack"], h["sack"],
+                           h["credits"], h["len"])
+    # the tag: over the header with tag and checksum zero, then the payload
+    mac = h["mac"] if h["mac"] is not None else siphash24(f.get("tag_key", KEY), head(0) + bytes(4) + payload)
+    head = head(mac)
     c = f.get("csum_value", crc32c(head) if csum else 0)
     return head + struct.pack("<I", c) + payload
 
@@ -107,10 +145,13 @@ def cases():
     yield "magic-big-endian", packet(DATA, magic=0x53484F4C)
     yield "version-0", packet(DATA, version=0)
     yield "version-1", packet(DATA, version=1)
-    yield "version-3", packet(DATA, version=3)
-    # another job, wrong key
+    yield "version-2", packet(DATA, version=2)
+    yield "version-4", packet(DATA, version=4)
+    # another job; a tag the job's secret did not make
     yield "job-other", packet(DATA, job=JOB ^ 1)
-    yield "key-bad", packet(DATA, key=KEY ^ (1 << 63))
+    yield "mac-other-secret", packet(DATA, body[:16], tag_key=(KEY[0], KEY[1] ^ 1))
+    yield "mac-payload-altered", corrupt(good, HEADER + 3, 0x20)
+    yield "mac-seq-altered-nocsum", corrupt(packet(DATA, body[:16], csum=False), 40, 0x04)
     # ranks
     yield "rank-src-nranks", packet(DATA, src=NRANKS)
     yield "rank-src-self", packet(DATA, src=SELF)
@@ -127,7 +168,7 @@ def cases():
     # lengths
     yield "len-more-than-received", good[:-1]
     yield "len-less-than-received", good + b"\0"
-    yield "len-over-max", packet(DATA, len=65001)  # header only: the limit is checked first
+    yield "len-over-max", packet(DATA, len=65001)  # header only: the limit is checked before the tag
     yield "len-ack-payload", packet(ACK, body[:1])
     yield "len-keepalive-payload", packet(KEEPALIVE, body[:4])
     # checksums

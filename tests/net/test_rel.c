@@ -337,10 +337,10 @@ static void count_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, int
 
 static void ack_from_peer(struct rel *r, uint32_t ack, uint64_t now)
 {
-    struct wire_header h = {.type = WIRE_ACK, .job = SIM_JOB, .key = SIM_KEY, .src = 1, .dst = 0, .src_inc = 2,
+    struct wire_header h = {.type = WIRE_ACK, .job = SIM_JOB, .src = 1, .dst = 0, .src_inc = 2,
                             .dst_inc = 1, .ack = ack, .credits = 256};
     unsigned char pkt[WIRE_HEADER_BYTES];
-    CHECK(wire_encode(pkt, sizeof pkt, &h, NULL, 0) == sizeof pkt, "encode");
+    CHECK(wire_encode(pkt, sizeof pkt, &h, NULL, &SIM_KEY, 0) == sizeof pkt, "encode");
     CHECK(rel_input(r, pkt, sizeof pkt, now) == WIRE_OK, "the ACK of %u was refused", ack);
 }
 
@@ -457,10 +457,10 @@ static void channels(void)
     static const struct rel_io io = {0};
     struct rel *lone;
     CHECK_RC(rel_create(&lone, &rc, &io, NULL), SHOAL_OK);
-    struct wire_header h = {.type = WIRE_DATA, .flags = WIRE_F_ACK_REPLY, .job = SIM_JOB, .key = SIM_KEY, .src = 0,
+    struct wire_header h = {.type = WIRE_DATA, .flags = WIRE_F_ACK_REPLY, .job = SIM_JOB, .src = 0,
                             .dst = 1, .src_inc = 9, .seq = 1, .credits = 16, .len = 4};
     unsigned char pkt[WIRE_HEADER_BYTES + 4];
-    CHECK(wire_encode(pkt, sizeof pkt, &h, "data", 0) == sizeof pkt, "encode");
+    CHECK(wire_encode(pkt, sizeof pkt, &h, "data", &SIM_KEY, 0) == sizeof pkt, "encode");
     CHECK(rel_input(lone, pkt, sizeof pkt, 0) == WIRE_DROP_TYPE, "an unlinked engine took the reply channel's acks");
     rel_destroy(lone);
 }
@@ -770,7 +770,7 @@ static void malformed(void)
     CHECK(t.recvd[0][1] > 0 && t.recvd[0][1] < 20000, "%u arrived", t.recvd[0][1]);
 
     /* a well-formed DATA packet from 0 to 1 to derive the others from */
-    struct wire_header good = {.type = WIRE_DATA, .job = SIM_JOB, .key = SIM_KEY, .src = 0, .dst = 1,
+    struct wire_header good = {.type = WIRE_DATA, .job = SIM_JOB, .src = 0, .dst = 1,
                                .src_inc = s.nodes[0].incarnation, .dst_inc = s.nodes[1].incarnation,
                                .seq = 1u << 30, .ack = 0, .len = 8};
     unsigned char pkt[WIRE_HEADER_BYTES + 64], rnd[200];
@@ -780,10 +780,11 @@ static void malformed(void)
         struct wire_header h;
         int csum;
         int cut;  /* bytes removed from the end */
-        int flip; /* header byte to change after encoding, +1 */
+        int flip; /* byte to change after encoding, +1 */
     } cases[] = {
         {"other job", WIRE_DROP_JOB, good, 0, 0, 0},
-        {"bad key", WIRE_DROP_KEY, good, 0, 0, 0},
+        {"payload altered after tagging", WIRE_DROP_AUTH, good, 0, 0, WIRE_HEADER_BYTES + 1},
+        {"header altered after tagging", WIRE_DROP_AUTH, good, 0, 0, 41},
         {"bad checksum", WIRE_DROP_CHECKSUM, good, 1, 0, 9},
         {"truncated header", WIRE_DROP_SHORT, good, 0, 30, 0},
         {"truncated payload", WIRE_DROP_LENGTH, good, 0, 3, 0},
@@ -795,16 +796,15 @@ static void malformed(void)
         {"acks the unsent", WIRE_DROP_WINDOW, good, 0, 0, 0},
     };
     cases[0].h.job++;
-    cases[1].h.key ^= 1;
-    cases[6].h.src = 7;
-    cases[7].h.type = 9;
-    cases[8].h.dst_inc--;
-    cases[10].h.ack = 1u << 20;
-    cases[10].h.seq = 5;
+    cases[7].h.src = 7;
+    cases[8].h.type = 9;
+    cases[9].h.dst_inc--;
+    cases[11].h.ack = 1u << 20;
+    cases[11].h.seq = 5;
     uint64_t counted[WIRE_VERDICTS];
     memcpy(counted, rel_stats(r1)->dropped, sizeof counted);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n = wire_encode(pkt, sizeof pkt, &cases[i].h, "payload!", cases[i].csum);
+        size_t n = wire_encode(pkt, sizeof pkt, &cases[i].h, "payload!", &SIM_KEY, cases[i].csum);
         if (cases[i].flip)
             pkt[cases[i].flip - 1] ^= 0x40;
         enum wire_verdict v = rel_input(r1, pkt, n - (size_t)cases[i].cut, s.now);

@@ -5,7 +5,7 @@
  * exactly the received size, so the sanitizer build also proves that
  * wire_decode stays inside [buf, buf + n).
  *
- *   test_wire layout|roundtrip|crc32c|verdicts|checksum|bitflip|encode_cap|verdict_names */
+ *   test_wire layout|roundtrip|crc32c|siphash|verdicts|checksum|bitflip|encode_cap|verdict_names */
 #include "net/wire.h"
 #include "../common/check.h"
 
@@ -19,17 +19,17 @@
  * that a field read with the wrong width or byte order cannot pass. */
 #define SELF 0x9f9e9d9cu
 static const struct wire_expect expect_base = {
-    .job = 0x8f8e8d8c8b8a8988ull, .key = 0x9796959493929190ull, .self = SELF, .nranks = 0xfffffff0u};
+    .job = 0x8f8e8d8c8b8a8988ull, .key = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 0}, .self = SELF,
+    .nranks = 0xfffffff0u};
 
-/* A header whose byte at offset i is 0x80 + i for every byte in 8..59 (only
- * magic, version, type and flags are fixed by the protocol); len is set by
- * the caller. */
+/* A header whose byte at offset i is 0x80 + i for every byte in 8..59 but
+ * the tag's 16..23 (only magic, version, type and flags are fixed by the
+ * protocol); len is set by the caller. */
 static struct wire_header base_header(uint8_t type, uint16_t len)
 {
     return (struct wire_header){.type = type,
                                 .flags = WIRE_F_ACK_NOW,
                                 .job = expect_base.job,
-                                .key = expect_base.key,
                                 .src = 0x9b9a9998u,
                                 .dst = type == WIRE_BCAST ? WIRE_BROADCAST : SELF,
                                 .src_inc = 0xa3a2a1a0u,
@@ -78,7 +78,7 @@ static enum wire_verdict decode_n(const unsigned char *p, size_t n, int need_che
 
 static size_t encode_pkt(const struct wire_header *h, int with_checksum)
 {
-    size_t n = wire_encode(pkt, sizeof pkt, h, payload, with_checksum);
+    size_t n = wire_encode(pkt, sizeof pkt, h, payload, &expect_base.key, with_checksum);
     CHECK(n == H + h->len, "wire_encode returned %zu for a %u-byte payload", n, (unsigned)h->len);
     return n;
 }
@@ -86,7 +86,7 @@ static size_t encode_pkt(const struct wire_header *h, int with_checksum)
 static int same_header(const struct wire_header *a, const struct wire_header *b)
 {
     return a->magic == b->magic && a->version == b->version && a->type == b->type && a->flags == b->flags &&
-           a->job == b->job && a->key == b->key && a->src == b->src && a->dst == b->dst &&
+           a->job == b->job && a->mac == b->mac && a->src == b->src && a->dst == b->dst &&
            a->src_inc == b->src_inc && a->dst_inc == b->dst_inc && a->seq == b->seq && a->ack == b->ack &&
            a->sack == b->sack && a->credits == b->credits && a->len == b->len && a->csum == b->csum;
 }
@@ -124,7 +124,11 @@ static void test_layout(void)
     for (int i = 0; i < 8; i++)
         CHECK(pkt[i] == head[i], "byte %d is 0x%02x, expected 0x%02x", i, pkt[i], head[i]);
     for (int i = 8; i < 60; i++)
-        CHECK(pkt[i] == 0x80 + i, "byte %d is 0x%02x, expected 0x%02x", i, pkt[i], 0x80 + i);
+        CHECK((i >= 16 && i < 24) || pkt[i] == 0x80 + i, "byte %d is 0x%02x, expected 0x%02x", i, pkt[i], 0x80 + i);
+    uint64_t tag = wire_mac(pkt, h.len, &expect_base.key);
+    for (int i = 0; i < 8; i++)
+        CHECK(pkt[16 + i] == (unsigned char)(tag >> 8 * i), "tag byte %d is 0x%02x, expected 0x%02x", i,
+              pkt[16 + i], (unsigned char)(tag >> 8 * i));
     CHECK(le32(pkt + 60) == wire_crc32c(pkt, 60), "checksum bytes 0x%08x, CRC-32C of bytes 0-59 0x%08x",
           le32(pkt + 60), wire_crc32c(pkt, 60));
     CHECK(memcmp(pkt + H, payload, h.len) == 0, "payload not copied after the header");
@@ -135,7 +139,7 @@ static void test_layout(void)
     h.csum = 0xdeadbeefu;
     unsigned char again[H];
     h.len = 0;
-    CHECK(wire_encode(again, sizeof again, &h, NULL, 0) == H, "encode of a bare header");
+    CHECK(wire_encode(again, sizeof again, &h, NULL, &expect_base.key, 0) == H, "encode of a bare header");
     CHECK(memcmp(again, "SHOL", 4) == 0 && again[4] == WIRE_VERSION, "encode sent the caller's magic/version");
     CHECK(le32(again + 60) == 0, "encode without checksum wrote 0x%08x at 60", le32(again + 60));
 }
@@ -156,6 +160,7 @@ static void roundtrip_one(uint8_t type, uint16_t len, int with_checksum)
         want.magic = WIRE_MAGIC;
         want.version = WIRE_VERSION;
         want.csum = with_checksum ? crc : 0;
+        want.mac = wire_mac(pkt, len, &expect_base.key);
         CHECK(same_header(&out, &want), "type %u len %u checksum %d: decoded header differs from the encoded one",
               type, len, with_checksum);
     }
@@ -210,6 +215,64 @@ static void test_crc32c(void)
     CHECK(wire_crc32c(b, 32) == 0x113fdb5cu, "bytes 31..0: 0x%08x", wire_crc32c(b, 32));
 }
 
+/* SipHash-2-4 straight from the paper's description, byte by byte: the
+ * reference wire_mac must equal on header' (tag and checksum zero) then
+ * payload. */
+static uint64_t ref_rotl(uint64_t x, int b) { return x << b | x >> (64 - b); }
+static void ref_round(uint64_t v[4])
+{
+    v[0] += v[1]; v[1] = ref_rotl(v[1], 13); v[1] ^= v[0]; v[0] = ref_rotl(v[0], 32);
+    v[2] += v[3]; v[3] = ref_rotl(v[3], 16); v[3] ^= v[2];
+    v[0] += v[3]; v[3] = ref_rotl(v[3], 21); v[3] ^= v[0];
+    v[2] += v[1]; v[1] = ref_rotl(v[1], 17); v[1] ^= v[2]; v[2] = ref_rotl(v[2], 32);
+}
+static uint64_t ref_siphash(uint64_t k0, uint64_t k1, const unsigned char *m, size_t n)
+{
+    uint64_t v[4] = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull, k0 ^ 0x6c7967656e657261ull,
+                     k1 ^ 0x7465646279746573ull};
+    size_t blocks = n / 8 + 1;
+    for (size_t b = 0; b < blocks; b++) {
+        uint64_t w = 0;
+        for (size_t i = 0; i < 8; i++) {
+            size_t at = 8 * b + i;
+            uint64_t byte = at < n ? m[at] : i == 7 && b == blocks - 1 ? (uint64_t)(n & 0xff) : 0;
+            w |= byte << 8 * i;
+        }
+        v[3] ^= w;
+        ref_round(v);
+        ref_round(v);
+        v[0] ^= w;
+    }
+    v[2] ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        ref_round(v);
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+static void test_siphash(void)
+{
+    unsigned char m[15];
+    for (int i = 0; i < 15; i++)
+        m[i] = (unsigned char)i;
+    /* the paper's Appendix A example: key 00..0f, message 00..0e */
+    CHECK(ref_siphash(0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, m, 15) == 0xa129ca6149be45e5ull,
+          "reference SipHash-2-4 is wrong");
+    static unsigned char buf[H + 300], flat[H + 300];
+    static const size_t lens[] = {0, 1, 7, 8, 9, 63, 64, 65, 200, 300};
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (int only = 0; only <= 1; only++) {
+            for (size_t i = 0; i < sizeof buf; i++)
+                buf[i] = (unsigned char)(i * 13 + 1);
+            memcpy(flat, buf, sizeof buf);
+            memset(flat + 16, 0, 8);
+            memset(flat + 60, 0, 4);
+            struct wire_key k = expect_base.key;
+            k.header_only = only;
+            uint64_t want = ref_siphash(k.k0, k.k1, flat, H + (only ? 0 : lens[l]));
+            CHECK(wire_mac(buf, lens[l], &k) == want, "wire_mac over %zu payload bytes (header only %d)", lens[l], only);
+        }
+}
+
 static void test_verdicts(void)
 {
     struct wire_header h = base_header(WIRE_DATA, 5);
@@ -239,9 +302,23 @@ static void test_verdicts(void)
     m = h;
     m.job = 0;
     expect_header(&m, WIRE_DROP_JOB, "job 0");
-    m = h;
-    m.key ^= 1;
-    expect_header(&m, WIRE_DROP_KEY, "wrong key");
+    /* the tag: another secret, or any byte it covers changed after tagging */
+    static const struct wire_key guesses[] = {{0x0706050403020100ull, 0x0f0e0d0c0b0a0909ull, 0},
+                                              {0x0706050403020101ull, 0x0f0e0d0c0b0a0908ull, 0},
+                                              {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 1}};
+    for (size_t i = 0; i < sizeof guesses / sizeof guesses[0]; i++) {
+        CHECK(wire_encode(pkt, sizeof pkt, &h, payload, &guesses[i], 0) == n, "encode");
+        expect_verdict(n, WIRE_DROP_AUTH, "tagged under another secret, or the header alone");
+    }
+    static const size_t covered[] = {5, 6, 24, 28, 32, 36, 40, 44, 48, 56, H, H + 4};
+    for (size_t i = 0; i < sizeof covered / sizeof covered[0]; i++) {
+        encode_pkt(&h, 0);
+        pkt[covered[i]] ^= 0x01;
+        expect_verdict(n, WIRE_DROP_AUTH, "a covered byte changed after tagging");
+    }
+    encode_pkt(&h, 0);
+    pkt[16] ^= 0x80;
+    expect_verdict(n, WIRE_DROP_AUTH, "the tag changed");
 
     m = h;
     m.src = expect_base.nranks;
@@ -358,10 +435,12 @@ static void test_checksum(void)
     CHECK(decode_n(pkt, n, 0, &out) == WIRE_OK && out.csum == 0, "checksum 0 refused on UDP");
     CHECK(decode_n(pkt, n, 1, &out) == WIRE_DROP_CHECKSUM, "checksum 0 accepted on a raw frame");
 
-    /* Payload bytes are not covered (the carrier's FCS / UDP checksum are). */
+    /* Payload bytes are not the checksum's (the carrier's FCS / UDP
+     * checksum cover them), but the tag's. */
     encode_pkt(&h, 1);
     pkt[H] ^= 0xff;
-    CHECK(decode_n(pkt, n, 1, &out) == WIRE_OK, "payload change refused: the checksum covers only bytes 0-59");
+    CHECK(decode_n(pkt, n, 1, &out) == WIRE_DROP_AUTH, "payload change: %s, expected the tag to refuse it",
+          wire_verdict_name(decode_n(pkt, n, 1, &out)));
 
     /* Magic and version are checked first: another protocol, or another
      * version of this one, need not checksum the way this one does. */
@@ -373,16 +452,15 @@ static void test_checksum(void)
     CHECK(decode_n(pkt, n, 1, &out) == WIRE_DROP_VERSION, "version with a stale checksum");
 }
 
-/* Every single-bit change of a 64-byte header.  With a checksum: always
- * dropped, so a checksummed header never decodes to silently different
- * fields.  Without one (UDP): dropped, or decoded to exactly the flipped
- * bytes; for the fields a receiver cannot check, decoded. */
+/* Every single-bit change of a 64-byte header: always dropped, by the
+ * checksum where there is one, else by the first check that reads the
+ * byte (magic, version, job, length) or by the tag. */
 static void test_bitflip(void)
 {
     struct wire_header h = base_header(WIRE_DATA, 0), out;
-    unsigned char orig[H], flipped[H], re[H];
+    unsigned char orig[H], flipped[H];
 
-    CHECK(wire_encode(orig, sizeof orig, &h, NULL, 1) == H, "encode");
+    CHECK(wire_encode(orig, sizeof orig, &h, NULL, &expect_base.key, 1) == H, "encode");
     uint32_t csum = le32(orig + 60);
     /* With a one-bit checksum, flipping that bit would legally give
      * "checksum not computed"; this header's has more bits. */
@@ -399,37 +477,25 @@ static void test_bitflip(void)
         }
     }
 
-    CHECK(wire_encode(orig, sizeof orig, &h, NULL, 0) == H, "encode");
+    CHECK(wire_encode(orig, sizeof orig, &h, NULL, &expect_base.key, 0) == H, "encode");
     for (int bit = 0; bit < 8 * (int)H; bit++) {
         memcpy(flipped, orig, H);
         flipped[bit / 8] ^= (unsigned char)(1u << bit % 8);
         enum wire_verdict v = decode_n(flipped, H, 0, &out);
         int byte = bit / 8;
-        if (v == WIRE_OK) {
-            CHECK(wire_encode(re, sizeof re, &out, NULL, out.csum != 0) == H, "re-encode");
-            CHECK(memcmp(re, flipped, H) == 0, "bit %d flipped: decoded to something else than the bytes", bit);
-        }
         enum wire_verdict want;
         if (byte < 4)
             want = WIRE_DROP_MAGIC;
         else if (byte == 4)
             want = WIRE_DROP_VERSION;
-        else if (byte == 5 || (byte >= 24 && byte < 36))
-            continue; /* type, src, dst, src_inc: depends on the bit; covered by test_verdicts */
-        else if (byte == 6 && bit % 8 < 3)
-            want = WIRE_OK; /* ACK_NOW, REPLY, ACK_REPLY (the header is DATA) */
-        else if (byte == 6 || byte == 7)
-            want = WIRE_DROP_TYPE;
-        else if (byte < 16)
+        else if (byte >= 8 && byte < 16)
             want = WIRE_DROP_JOB;
-        else if (byte < 24)
-            want = WIRE_DROP_KEY;
-        else if (byte >= 36 && byte < 58) /* dst_inc, seq, ack, sack, credits */
-            want = WIRE_OK;
         else if (byte == 58 || byte == 59)
             want = WIRE_DROP_LENGTH;
+        else if (byte >= 60)
+            want = WIRE_DROP_CHECKSUM; /* now nonzero and wrong */
         else
-            want = WIRE_DROP_CHECKSUM; /* bytes 60-63: now nonzero and wrong */
+            want = WIRE_DROP_AUTH; /* type, flags, the tag, ranks, incarnations, seq, ack, sack, credits */
         CHECK(v == want, "unchecksummed header, bit %d flipped: %s, expected %s", bit, wire_verdict_name(v),
               wire_verdict_name(want));
     }
@@ -440,16 +506,16 @@ static void test_encode_cap(void)
     static unsigned char buf[H + 300];
     struct wire_header h = base_header(WIRE_DATA, 200);
     memset(buf, 0xee, sizeof buf);
-    CHECK(wire_encode(buf, H - 1, &h, payload, 1) == 0, "header into 63 bytes");
-    CHECK(wire_encode(buf, H + 199, &h, payload, 1) == 0, "200-byte payload into 199");
+    CHECK(wire_encode(buf, H - 1, &h, payload, &expect_base.key, 1) == 0, "header into 63 bytes");
+    CHECK(wire_encode(buf, H + 199, &h, payload, &expect_base.key, 1) == 0, "200-byte payload into 199");
     h.len = 0;
-    CHECK(wire_encode(buf, H - 1, &h, NULL, 0) == 0, "bare header into 63 bytes");
-    CHECK(wire_encode(buf, 0, &h, NULL, 0) == 0, "bare header into 0 bytes");
+    CHECK(wire_encode(buf, H - 1, &h, NULL, &expect_base.key, 0) == 0, "bare header into 63 bytes");
+    CHECK(wire_encode(buf, 0, &h, NULL, &expect_base.key, 0) == 0, "bare header into 0 bytes");
     for (size_t i = 0; i < sizeof buf; i++)
         CHECK(buf[i] == 0xee, "a refused encode wrote byte %zu", i);
 
     h.len = 200;
-    CHECK(wire_encode(buf, H + 200, &h, payload, 1) == H + 200, "exact fit");
+    CHECK(wire_encode(buf, H + 200, &h, payload, &expect_base.key, 1) == H + 200, "exact fit");
     for (size_t i = H + 200; i < sizeof buf; i++)
         CHECK(buf[i] == 0xee, "encode wrote byte %zu, beyond the packet", i);
 
@@ -457,9 +523,9 @@ static void test_encode_cap(void)
     static unsigned char big[H + 65535];
     static unsigned char big_payload[65535];
     h.len = WIRE_MAX_PAYLOAD + 1;
-    CHECK(wire_encode(big, sizeof big, &h, big_payload, 1) == 0, "payload above WIRE_MAX_PAYLOAD");
+    CHECK(wire_encode(big, sizeof big, &h, big_payload, &expect_base.key, 1) == 0, "payload above WIRE_MAX_PAYLOAD");
     h.len = WIRE_MAX_PAYLOAD;
-    CHECK(wire_encode(big, sizeof big, &h, big_payload, 1) == H + WIRE_MAX_PAYLOAD, "WIRE_MAX_PAYLOAD");
+    CHECK(wire_encode(big, sizeof big, &h, big_payload, &expect_base.key, 1) == H + WIRE_MAX_PAYLOAD, "WIRE_MAX_PAYLOAD");
 }
 
 static void test_verdict_names(void)
@@ -483,7 +549,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } tests[] = {{"layout", test_layout},         {"roundtrip", test_roundtrip},   {"crc32c", test_crc32c},
                  {"verdicts", test_verdicts},     {"checksum", test_checksum},     {"bitflip", test_bitflip},
-                 {"encode_cap", test_encode_cap}, {"verdict_names", test_verdict_names}};
+                 {"encode_cap", test_encode_cap}, {"siphash", test_siphash}, {"verdict_names", test_verdict_names}};
     CHECK(argc == 2, "usage: %s layout|roundtrip|crc32c|verdicts|checksum|bitflip|encode_cap|verdict_names", argv[0]);
     fill_payload();
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
