@@ -381,11 +381,27 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
     return (int)done;
 }
 
-int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)
+/* The size of the datagrams the kernel coalesced into the buffer h
+ * received (its UDP_GRO note), or 0: the buffer is one datagram. */
+static size_t gro_segment(const struct msghdr *h)
+{
+    for (const struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR((struct msghdr *)h, (struct cmsghdr *)c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int seg;
+            memcpy(&seg, CMSG_DATA(c), sizeof seg);
+            return seg > 0 ? (size_t)seg : 0;
+        }
+    return 0;
+}
+
+int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, size_t *seg, struct udp_endpoint *from)
 {
     int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
-        len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
+        const struct msghdr *h = &rx->m[i].msg_hdr;
+        len[i] = h->msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
+        size_t g = rx->with_ctl ? gro_segment(h) : 0;
+        seg[i] = g && g < len[i] ? g : len[i];
         if (from)
             endpoint_of((struct sockaddr *)&rx->from[i], &from[i]);
     }

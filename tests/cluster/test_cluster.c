@@ -3,8 +3,8 @@
  *   idle    a rank waiting in a barrier while its peer computes uses (almost)
  *           no CPU with SHOAL_NET_WAIT=block;
  *   inject  foreign and malformed packets sent at rank 1 from a separate
- *           socket during AM traffic are dropped and counted, and the
- *           traffic's results are exact;
+ *           socket during AM traffic are dropped and counted, once per
+ *           datagram, and the traffic's results are exact;
  *   stall   rank 1 stops (SIGSTOP): rank 0 must end the job naming it
  *           (checked by check_stall.py);
  *   peers   rank 0 talks to every peer and then measures what they cost
@@ -165,10 +165,11 @@ static void test_idle(void)
 
 /* ---- inject ---------------------------------------------------------------- */
 
+#define BAD_PIECES 10 /* the most packets one injected datagram holds back to back */
 struct bad_packet {
     const char *what;
     int foreign; /* counted as foreign (else malformed) */
-    unsigned char bytes[WIRE_HEADER_BYTES + 16];
+    unsigned char bytes[BAD_PIECES * (WIRE_HEADER_BYTES + 16)];
     size_t len;
 };
 
@@ -207,6 +208,12 @@ static size_t build_bad_packets(struct bad_packet *b, uint64_t job)
     b[n++].bytes[40] ^= 0x40; /* seq changed after the CRC was computed */
     b[n] = (struct bad_packet){.what = "shorter than a header"};
     b[n].len = make_packet(b[n].bytes, job, NULL) - 40;
+    n++;
+    /* one datagram is one packet, dropped once, however many headers it
+     * holds (the receiver cuts only where the kernel coalesced datagrams) */
+    b[n] = (struct bad_packet){.what = "ten packets of another job in one datagram", .foreign = 1};
+    for (int i = 0; i < BAD_PIECES; i++)
+        b[n].len += make_packet(b[n].bytes + b[n].len, job, other_job);
     n++;
     return n;
 }
