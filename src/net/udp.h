@@ -62,8 +62,9 @@ void udp_close(struct udp_sock *s);
 
 /* The job's broadcast receiver: b bound to s's broadcast address at port
  * (shared with the other ranks of the host: SO_REUSEADDR, so each gets a
- * copy of every broadcast), and s allowed to send to that address.
- * SHOAL_ESYS (logged at info level) when either fails. */
+ * copy of every broadcast), and s allowed to send to that address.  What s
+ * broadcasts comes back to b, and is dropped by a socket filter before b
+ * sees it.  SHOAL_ESYS (logged at info level) when any of it fails. */
 int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int sockbuf);
 
 /* c, opened and connected to peer on first use (sockbuf bytes of send

@@ -9,6 +9,9 @@
  *           (checked by check_stall.py);
  *   peers   rank 0 talks to every peer and then measures what they cost
  *           it in heap memory once idle (3 ranks or more);
+ *   barriers a healthy job of one rank per host (3 or more, with UDP or
+ *           raw broadcast) drops no packet as foreign or malformed while
+ *           barriers run;
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
  *           keepalives, so it is not declared dead. */
@@ -326,6 +329,28 @@ static void test_inject(void)
     }
 }
 
+/* A healthy job drops nothing: barriers released by broadcast (the
+ * cluster in a box, one rank per host) count no foreign or malformed
+ * packet anywhere, rank 0's own broadcasts, which come back to its host's
+ * broadcast receiver, included. */
+#define BARRIERS 200
+static void test_barriers(void)
+{
+    CHECK(net_bcast_native(), "the job has no native broadcast (run it on hosts with a broadcast address)");
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct shoal_stats before, after;
+    CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
+    for (int i = 0; i < BARRIERS; i++)
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK_RC(shoal_stats_get(&after), SHOAL_OK);
+    uint64_t f = after.net_dropped_foreign - before.net_dropped_foreign;
+    uint64_t m = after.net_dropped_malformed - before.net_dropped_malformed;
+    printf("barriers: rank %d dropped %llu foreign and %llu malformed packets in %d barriers\n", me,
+           (unsigned long long)f, (unsigned long long)m, BARRIERS);
+    CHECK(f == 0 && m == 0, "rank %d: %llu foreign and %llu malformed drops in a healthy job", me,
+          (unsigned long long)f, (unsigned long long)m);
+}
+
 static void test_compute(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
@@ -365,7 +390,7 @@ int main(int argc, char **argv)
     shoal_am_register(H_PING, ping);
     shoal_am_register(H_PONG, pong);
     CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
-    CHECK(shoal_size() == 2 || !strcmp(test, "peers"), "run %s with -n 2", test);
+    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers"), "run %s with -n 2", test);
     if (!strcmp(test, "peers"))
         test_peers();
     else if (!strcmp(test, "idle"))
@@ -376,6 +401,8 @@ int main(int argc, char **argv)
         test_stall();
     else if (!strcmp(test, "compute"))
         test_compute();
+    else if (!strcmp(test, "barriers"))
+        test_barriers();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
