@@ -423,6 +423,7 @@ static void take_received(int got, const size_t *len, const size_t *seg)
         net.rx_base = buf;
         net.rx_fill = n;
         net.rx_lent = -1;
+        net.stats.rx_coalesced += seg && seg[i] < n;
         do {
             size_t one = seg && seg[i] < n - at ? seg[i] : n - at;
             take_packet(buf + at, one);

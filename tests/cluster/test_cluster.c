@@ -12,6 +12,8 @@
  *   barriers a healthy job of one rank per host (3 or more, with UDP or
  *           raw broadcast) drops no packet as foreign or malformed while
  *           barriers run;
+ *   coalesce bursts of equal requests arrive coalesced (udp: UDP_GRO) and
+ *           each runs once;
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
  *           keepalives, so it is not declared dead. */
@@ -33,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG };
+enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG, H_BURST };
 #define ROUNDS 4000u
 
 static int me;
@@ -351,6 +353,50 @@ static void test_barriers(void)
           (unsigned long long)f, (unsigned long long)m);
 }
 
+/* Equal requests sent together (SHOAL_MORE) leave as one segmented run
+ * (UDP_SEGMENT) and, over loopback, arrive as one coalesced buffer
+ * (UDP_GRO): rank 1 must see such buffers, and run every handler once. */
+#define BURST 32
+#define BURSTS 50
+static volatile uint64_t burst_seen;
+static void burst(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)a, (void)na;
+    CHECK(n == 1000, "a burst request of %zu bytes", n);
+    burst_seen++;
+}
+
+static void test_coalesce(void)
+{
+    shoal_am_register(H_BURST, burst);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct net_stats before, after;
+    net_get_stats(&before);
+    double t0 = test_now();
+    if (me == 0) {
+        static char buf[1000];
+        for (int b = 0; b < BURSTS; b++)
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(shoal_am_request_medium(1, H_BURST, i + 1 < BURST ? SHOAL_MORE : 0, buf, sizeof buf,
+                                                 shoal_noargs), SHOAL_OK);
+    } else {
+        while (burst_seen < BURST * BURSTS) {
+            shoal_poll();
+            TEST_DEADLINE(t0, 30, "the bursts");
+        }
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    net_get_stats(&after);
+    if (me == 1) {
+        uint64_t c = after.rx_coalesced - before.rx_coalesced, p = after.packets_received - before.packets_received;
+        printf("coalesce: %llu packets received, %llu buffers of several\n", (unsigned long long)p,
+               (unsigned long long)c);
+        CHECK(burst_seen == BURST * BURSTS, "%llu burst handlers ran for %d", (unsigned long long)burst_seen,
+              BURST * BURSTS);
+        CHECK(c > 0, "none of %llu packets arrived coalesced", (unsigned long long)p);
+    }
+}
+
 static void test_compute(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
@@ -403,6 +449,8 @@ int main(int argc, char **argv)
         test_compute();
     else if (!strcmp(test, "barriers"))
         test_barriers();
+    else if (!strcmp(test, "coalesce"))
+        test_coalesce();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
