@@ -411,11 +411,11 @@ static void take_packet(const unsigned char *pkt, size_t len)
 
 /* Hands the packets of one receive (got buffers, len bytes each) to the
  * engines.  Over UDP with net.gro a buffer may hold several datagrams the
- * kernel coalesced, each a whole packet: it is cut where each packet's
- * length says (recvfrom, which cannot return the kernel's note of the
- * datagrams' size, is the cheaper receive).  The engines may keep packets
- * of it (engine_take). */
-static void take_received(int got, const size_t *len)
+ * kernel coalesced: it is cut every seg bytes, where the kernel says its
+ * datagrams begin, never where a packet's own length field points, so a
+ * datagram is one packet whatever it holds (seg NULL: every buffer is
+ * one).  The engines may keep packets of it (engine_take). */
+static void take_received(int got, const size_t *len, const size_t *seg)
 {
     for (int i = 0; i < got; i++) {
         const unsigned char *buf = net.rx.iov[i].iov_base;
@@ -424,8 +424,9 @@ static void take_received(int got, const size_t *len)
         net.rx_base = buf;
         net.rx_fill = n;
         net.rx_lent = -1;
+        net.stats.rx_coalesced += seg && seg[i] < n;
         do {
-            size_t one = net.gro ? wire_packet_bytes(buf + at, n - at) : n;
+            size_t one = seg && seg[i] < n - at ? seg[i] : n - at;
             take_packet(buf + at, one);
             at += one;
         } while (at < n);
@@ -439,15 +440,15 @@ static void take_received(int got, const size_t *len)
 
 static void receive_batch(void)
 {
-    size_t len[NET_BATCH];
+    size_t len[NET_BATCH], seg[NET_BATCH];
     net.last_rx = net.now;
     if (net.carrier == CARRIER_ETH) {
-        take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len);
+        take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
         return;
     }
-    take_received(udp_recv_batch(&net.udp, &net.rx, len, NULL), len);
+    take_received(udp_recv_batch(&net.udp, &net.rx, len, seg, NULL), len, seg);
     if (reading_bcast())
-        take_received(udp_recv_batch(&net.ubcast, &net.rx, len, NULL), len);
+        take_received(udp_recv_batch(&net.ubcast, &net.rx, len, seg, NULL), len, seg);
 }
 
 static uint64_t next_deadline(void)
@@ -780,6 +781,7 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
      * packets) need no more than 16 per receive: 1 MiB, the window */
     net.rx.n = net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
     net.rx_cur = -1;
+    net.rx.with_ctl = net.gro; /* the kernel's note of where coalesced datagrams begin */
     for (unsigned i = 0; i < net.rx.n; i++) {
         void *buf = pool_take(&net.spare);
         if (!buf)

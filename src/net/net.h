@@ -45,6 +45,7 @@ struct net_stats {
     uint64_t faults_dropped;   /* lost on purpose by SHOAL_FAULTS */
     uint64_t thread_runs;      /* times the progress thread worked for an absent application */
     uint64_t send_batches;     /* flushes of the send queue that had packets */
+    uint64_t rx_coalesced;     /* udp: receive buffers that held several datagrams the kernel coalesced */
 };
 
 /* Collective.  transport is "udp" or "eth"; deliver runs every message. */

@@ -87,19 +87,35 @@ int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx)
 void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap)
 {
     sock_msg(&rx->m[i], &rx->iov[i], buf, cap, &rx->from[i], sizeof rx->from[i]);
+    if (rx->with_ctl)
+        rx->m[i].msg_hdr.msg_control = rx->ctl[i].buf;
 }
 
-/* One datagram into entry 0 by recvfrom(2).  MSG_TRUNC makes it return
- * the datagram's real length, which tells a truncated one as recvmmsg's
- * msg_flags do. */
+/* What a receive that failed returns: nothing there, or an error. */
+static int recv_failed(void)
+{
+    return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+}
+
+/* One datagram into entry 0: by recvmsg(2) when it brings a control
+ * message, else by recvfrom(2), which copies no message header in.
+ * MSG_TRUNC makes recvfrom return the datagram's real length, which tells
+ * a truncated one as recvmsg's msg_flags do. */
 static int recv_one(int fd, struct sock_rx *rx, int want_from)
 {
     struct mmsghdr *m = &rx->m[0];
+    ssize_t n;
+    if (rx->with_ctl) {
+        if ((n = recvmsg(fd, &m->msg_hdr, MSG_DONTWAIT)) < 0)
+            return recv_failed();
+        m->msg_len = (unsigned)n;
+        return 1;
+    }
     socklen_t fromlen = sizeof rx->from[0];
-    ssize_t n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
-                         want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
+    n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
+                 want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
     if (n < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
+        return recv_failed();
     int trunc = (size_t)n > rx->iov[0].iov_len;
     m->msg_len = trunc ? (unsigned)rx->iov[0].iov_len : (unsigned)n;
     m->msg_hdr.msg_flags = trunc ? MSG_TRUNC : 0;
@@ -109,16 +125,18 @@ static int recv_one(int fd, struct sock_rx *rx, int want_from)
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from)
 {
     unsigned want = rx->batch ? rx->n : 1;
+    for (unsigned i = 0; rx->with_ctl && i < want; i++) /* the last receive shrank them to what it wrote */
+        rx->m[i].msg_hdr.msg_controllen = sizeof rx->ctl[i];
     int got;
     if (want == 1) {
         got = recv_one(fd, rx, want_from);
     } else {
         got = recvmmsg(fd, rx->m, want, MSG_DONTWAIT, NULL);
         if (got < 0)
-            got = errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
-        for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
-            rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
+            got = recv_failed();
     }
+    for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
+        rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
     rx->batch = rx->n > 1 && got == (int)want;
     return got;
 }

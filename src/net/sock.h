@@ -33,22 +33,33 @@ int sock_send(unsigned n, sock_dgram_fn describe, const void *ctx);
 /* Logs that sending on the `what` socket failed with -err; SHOAL_ESYS. */
 int sock_failed(int err, const char *what);
 
+/* Room for one control message carrying an int (UDP_GRO's segment size). */
+union sock_ctl {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+};
+
 /* A batch of receive buffers described once and reused by every receive:
  * setting up SOCK_BATCH headers per poll showed as 15 % of a ping-pong. */
 struct sock_rx {
     struct mmsghdr m[SOCK_BATCH];
     struct iovec iov[SOCK_BATCH];
     struct sockaddr_storage from[SOCK_BATCH];
+    union sock_ctl ctl[SOCK_BATCH];
     unsigned n;
-    int batch; /* the last receive filled what it asked for: ask for a batch next */
+    int with_ctl; /* entries receive control messages (set before sock_rx_set) */
+    int batch;    /* the last receive filled what it asked for: ask for a batch next */
 };
-/* Entry i receives into buf (cap bytes); n entries are used. */
+/* Entry i receives into buf (cap bytes), and with rx->with_ctl its
+ * control message into ctl[i]; n entries are used. */
 void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap);
 /* Receives without blocking into rx's first rx->n entries: how many
- * arrived (each entry's msg_len and msg_flags filled, and with want_from
- * its `from`), or SHOAL_ESYS.  One datagram is taken with recv(2) unless
- * the previous call found a backlog: recvmmsg looks for a second datagram
- * after the first, which in a ping-pong is a wasted attempt per packet. */
+ * arrived (each entry's msg_len and msg_flags filled, with want_from its
+ * `from`, with rx->with_ctl its msg_control and msg_controllen), or
+ * SHOAL_ESYS.  One datagram is taken with recv(2) (recvmsg(2) for a
+ * control message) unless the previous call found a backlog: recvmmsg
+ * looks for a second datagram after the first, which in a ping-pong is a
+ * wasted attempt per packet. */
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from);
 
 #endif

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/udp.h>
 #include <stdio.h>
@@ -219,6 +220,26 @@ void udp_close(struct udp_sock *s)
     s->fd = -1;
 }
 
+/* Makes the kernel drop, before fd receives them, datagrams from src (an
+ * IPv4 address and port): a classic BPF filter on a UDP socket sees the
+ * packet from its UDP header, and the IP header at SKF_NET_OFF. */
+static int drop_from(int fd, const struct udp_endpoint *src)
+{
+    const uint8_t *a = src->addr;
+    uint32_t addr = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+    /* jump offsets count the instructions skipped, here to the last one */
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 0), /* the UDP source port */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, src->port, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_NET_OFF + 12)), /* the IPv4 source address */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, addr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0),           /* from src */
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffffu), /* the whole datagram, for the decoder */
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof code / sizeof code[0]), .filter = code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+}
+
 int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int sockbuf)
 {
     memset(b, 0, sizeof *b);
@@ -230,7 +251,7 @@ int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int so
     struct sockaddr_storage ss;
     socklen_t len = sockaddr_of(&b->self, &ss);
     if (b->fd < 0 || setsockopt(b->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(b->fd, (struct sockaddr *)&ss, len) != 0 ||
+        drop_from(b->fd, &s->self) != 0 || bind(b->fd, (struct sockaddr *)&ss, len) != 0 ||
         setsockopt(s->fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one) != 0) {
         char ep[64];
         LOG(LOG_INFO, "no UDP broadcast receiver on %s: %s", udp_endpoint_str(&b->self, ep, sizeof ep),
@@ -381,11 +402,27 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n)
     return (int)done;
 }
 
-int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from)
+/* The size of the datagrams the kernel coalesced into the buffer h
+ * received (its UDP_GRO note), or 0: the buffer is one datagram. */
+static size_t gro_segment(const struct msghdr *h)
+{
+    for (const struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR((struct msghdr *)h, (struct cmsghdr *)c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int seg;
+            memcpy(&seg, CMSG_DATA(c), sizeof seg);
+            return seg > 0 ? (size_t)seg : 0;
+        }
+    return 0;
+}
+
+int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, size_t *seg, struct udp_endpoint *from)
 {
     int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
-        len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
+        const struct msghdr *h = &rx->m[i].msg_hdr;
+        len[i] = h->msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
+        size_t g = rx->with_ctl ? gro_segment(h) : 0;
+        seg[i] = g && g < len[i] ? g : len[i];
         if (from)
             endpoint_of((struct sockaddr *)&rx->from[i], &from[i]);
     }

@@ -62,8 +62,9 @@ void udp_close(struct udp_sock *s);
 
 /* The job's broadcast receiver: b bound to s's broadcast address at port
  * (shared with the other ranks of the host: SO_REUSEADDR, so each gets a
- * copy of every broadcast), and s allowed to send to that address.
- * SHOAL_ESYS (logged at info level) when either fails. */
+ * copy of every broadcast), and s allowed to send to that address.  What s
+ * broadcasts comes back to b, and is dropped by a socket filter before b
+ * sees it.  SHOAL_ESYS (logged at info level) when any of it fails. */
 int udp_bcast_open(struct udp_sock *b, struct udp_sock *s, uint16_t port, int sockbuf);
 
 /* c, opened and connected to peer on first use (sockbuf bytes of send
@@ -81,9 +82,10 @@ int udp_gso_enable(struct udp_sock *s);
 /* Lets the kernel coalesce datagrams that arrive for s from one source
  * (UDP_GRO): a run sent whole through a veth pair or loopback stays one
  * buffer up to s's receive, and a NIC's GRO may merge a stream's
- * datagrams.  The receive buffers must then hold UDP_GRO_BYTES, and the
- * receiver cuts what arrives into datagrams again (shoal's packets carry
- * their lengths: wire_packet_bytes).  0 if this kernel cannot. */
+ * datagrams.  The receive buffers must then hold UDP_GRO_BYTES and take
+ * control messages (sock_rx.with_ctl), which say where the receiver cuts
+ * what arrives into datagrams again (udp_recv_batch).  0 if this kernel
+ * cannot. */
 #define UDP_GRO_BYTES 65536u
 int udp_gro_enable(struct udp_sock *s);
 
@@ -105,10 +107,15 @@ unsigned udp_plan_runs(const struct udp_sock *s, const struct udp_packet *p, uns
 int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
 
 /* Receives, without blocking, into the buffers rx describes (sock.h): how
- * many datagrams arrived; len[i] per datagram (0 if truncated), from[i]
- * its source (from may be NULL). */
+ * many buffers arrived; len[i] the bytes of buffer i (0 if truncated),
+ * seg[i] the size of the datagrams in it, from[i] their source (from may
+ * be NULL).  A buffer is one datagram (seg[i] = len[i]) unless the kernel
+ * coalesced several of one size there and said so (UDP_GRO control
+ * message, read when rx->with_ctl): then every seg[i] bytes from its
+ * start begin a datagram, the last possibly shorter.  Never the lengths
+ * that the datagrams' contents claim. */
 struct sock_rx;
-int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, struct udp_endpoint *from);
+int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, size_t *seg, struct udp_endpoint *from);
 /* Text form "1.2.3.4:5000" / "[fd00::1]:5000" for messages. */
 const char *udp_endpoint_str(const struct udp_endpoint *e, char *buf, size_t cap);
 

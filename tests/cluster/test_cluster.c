@@ -3,12 +3,17 @@
  *   idle    a rank waiting in a barrier while its peer computes uses (almost)
  *           no CPU with SHOAL_NET_WAIT=block;
  *   inject  foreign and malformed packets sent at rank 1 from a separate
- *           socket during AM traffic are dropped and counted, and the
- *           traffic's results are exact;
+ *           socket during AM traffic are dropped and counted, once per
+ *           datagram, and the traffic's results are exact;
  *   stall   rank 1 stops (SIGSTOP): rank 0 must end the job naming it
  *           (checked by check_stall.py);
  *   peers   rank 0 talks to every peer and then measures what they cost
  *           it in heap memory once idle (3 ranks or more);
+ *   barriers a healthy job of one rank per host (3 or more, with UDP or
+ *           raw broadcast) drops no packet as foreign or malformed while
+ *           barriers run;
+ *   coalesce bursts of equal requests arrive coalesced (udp: UDP_GRO) and
+ *           each runs once;
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
  *           keepalives, so it is not declared dead. */
@@ -30,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG };
+enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG, H_BURST };
 #define ROUNDS 4000u
 
 static int me;
@@ -165,10 +170,11 @@ static void test_idle(void)
 
 /* ---- inject ---------------------------------------------------------------- */
 
+#define BAD_PIECES 10 /* the most packets one injected datagram holds back to back */
 struct bad_packet {
     const char *what;
     int foreign; /* counted as foreign (else malformed) */
-    unsigned char bytes[WIRE_HEADER_BYTES + 16];
+    unsigned char bytes[BAD_PIECES * (WIRE_HEADER_BYTES + 16)];
     size_t len;
 };
 
@@ -207,6 +213,12 @@ static size_t build_bad_packets(struct bad_packet *b, uint64_t job)
     b[n++].bytes[40] ^= 0x40; /* seq changed after the CRC was computed */
     b[n] = (struct bad_packet){.what = "shorter than a header"};
     b[n].len = make_packet(b[n].bytes, job, NULL) - 40;
+    n++;
+    /* one datagram is one packet, dropped once, however many headers it
+     * holds (the receiver cuts only where the kernel coalesced datagrams) */
+    b[n] = (struct bad_packet){.what = "ten packets of another job in one datagram", .foreign = 1};
+    for (int i = 0; i < BAD_PIECES; i++)
+        b[n].len += make_packet(b[n].bytes + b[n].len, job, other_job);
     n++;
     return n;
 }
@@ -319,6 +331,72 @@ static void test_inject(void)
     }
 }
 
+/* A healthy job drops nothing: barriers released by broadcast (the
+ * cluster in a box, one rank per host) count no foreign or malformed
+ * packet anywhere, rank 0's own broadcasts, which come back to its host's
+ * broadcast receiver, included. */
+#define BARRIERS 200
+static void test_barriers(void)
+{
+    CHECK(net_bcast_native(), "the job has no native broadcast (run it on hosts with a broadcast address)");
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct shoal_stats before, after;
+    CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
+    for (int i = 0; i < BARRIERS; i++)
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK_RC(shoal_stats_get(&after), SHOAL_OK);
+    uint64_t f = after.net_dropped_foreign - before.net_dropped_foreign;
+    uint64_t m = after.net_dropped_malformed - before.net_dropped_malformed;
+    printf("barriers: rank %d dropped %llu foreign and %llu malformed packets in %d barriers\n", me,
+           (unsigned long long)f, (unsigned long long)m, BARRIERS);
+    CHECK(f == 0 && m == 0, "rank %d: %llu foreign and %llu malformed drops in a healthy job", me,
+          (unsigned long long)f, (unsigned long long)m);
+}
+
+/* Equal requests sent together (SHOAL_MORE) leave as one segmented run
+ * (UDP_SEGMENT) and, over loopback, arrive as one coalesced buffer
+ * (UDP_GRO): rank 1 must see such buffers, and run every handler once. */
+#define BURST 32
+#define BURSTS 50
+static volatile uint64_t burst_seen;
+static void burst(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)a, (void)na;
+    CHECK(n == 1000, "a burst request of %zu bytes", n);
+    burst_seen++;
+}
+
+static void test_coalesce(void)
+{
+    shoal_am_register(H_BURST, burst);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct net_stats before, after;
+    net_get_stats(&before);
+    double t0 = test_now();
+    if (me == 0) {
+        static char buf[1000];
+        for (int b = 0; b < BURSTS; b++)
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(shoal_am_request_medium(1, H_BURST, i + 1 < BURST ? SHOAL_MORE : 0, buf, sizeof buf,
+                                                 shoal_noargs), SHOAL_OK);
+    } else {
+        while (burst_seen < BURST * BURSTS) {
+            shoal_poll();
+            TEST_DEADLINE(t0, 30, "the bursts");
+        }
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    net_get_stats(&after);
+    if (me == 1) {
+        uint64_t c = after.rx_coalesced - before.rx_coalesced, p = after.packets_received - before.packets_received;
+        printf("coalesce: %llu packets received, %llu buffers of several\n", (unsigned long long)p,
+               (unsigned long long)c);
+        CHECK(burst_seen == BURST * BURSTS, "%llu burst handlers ran for %d", (unsigned long long)burst_seen,
+              BURST * BURSTS);
+        CHECK(c > 0, "none of %llu packets arrived coalesced", (unsigned long long)p);
+    }
+}
+
 static void test_compute(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
@@ -358,7 +436,7 @@ int main(int argc, char **argv)
     shoal_am_register(H_PING, ping);
     shoal_am_register(H_PONG, pong);
     CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
-    CHECK(shoal_size() == 2 || !strcmp(test, "peers"), "run %s with -n 2", test);
+    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers"), "run %s with -n 2", test);
     if (!strcmp(test, "peers"))
         test_peers();
     else if (!strcmp(test, "idle"))
@@ -369,6 +447,10 @@ int main(int argc, char **argv)
         test_stall();
     else if (!strcmp(test, "compute"))
         test_compute();
+    else if (!strcmp(test, "barriers"))
+        test_barriers();
+    else if (!strcmp(test, "coalesce"))
+        test_coalesce();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);

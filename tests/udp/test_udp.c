@@ -3,7 +3,9 @@
  * whole, in any order the kernel keeps, with their source, and so do
  * datagrams sent through a connected per-peer socket, which keeps sending
  * after the peer's port closed, and so do runs of datagrams sent as one
- * (UDP segmentation offload). */
+ * (UDP segmentation offload), coalesced or not at the receiver (UDP_GRO:
+ * cut where the kernel says, and a datagram the kernel did not coalesce is
+ * never cut). */
 #include "../common/check.h"
 #include "net/sock.h"
 #include "net/udp.h"
@@ -73,7 +75,8 @@ static void receive_all(struct udp_sock *b, const struct udp_packet *pk, const s
     while (got < N) {
         size_t len[16];
         struct udp_endpoint from[16];
-        int k = udp_recv_batch(b, &rx, len, from);
+        size_t seg[16];
+        int k = udp_recv_batch(b, &rx, len, seg, from);
         CHECK(k >= 0, "udp_recv_batch: %d", k);
         for (int i = 0; i < k; i++) {
             int id = (unsigned char)in[i][0];
@@ -137,7 +140,8 @@ static void check_traffic(void)
     sock_rx_set(&one, 0, small, sizeof small);
     size_t len;
     int k;
-    while ((k = udp_recv_batch(&b, &one, &len, NULL)) == 0)
+    size_t seg;
+    while ((k = udp_recv_batch(&b, &one, &len, &seg, NULL)) == 0)
         TEST_DEADLINE(t0, 10, "the large datagram");
     CHECK(k == 1 && len == 0, "truncated datagram reported as %zu bytes", len);
     udp_close(&a);
@@ -171,35 +175,62 @@ static void check_connected(void)
     udp_close(&a);
 }
 
+/* Receives into buffers of UDP_GRO_BYTES that take the kernel's note of
+ * where coalesced datagrams begin. */
+static char gro_in[4][UDP_GRO_BYTES];
+static void gro_rx(struct sock_rx *rx)
+{
+    *rx = (struct sock_rx){.n = 4, .with_ctl = 1};
+    for (unsigned i = 0; i < rx->n; i++)
+        sock_rx_set(rx, i, gro_in[i], sizeof gro_in[i]);
+}
+
 /* With UDP_GRO at the receiver, a run sent whole arrives as one buffer of
  * its datagrams back to back, in order (over loopback the kernel never
- * cuts it). */
+ * cuts it), and the buffer says their size: cut there, each piece is one
+ * datagram of its length. */
 static void receive_coalesced(struct udp_sock *a, struct udp_sock *b, struct udp_packet *pk, double t0)
 {
     CHECK(udp_gro_enable(b), "this kernel refuses UDP_GRO (Linux 5.0 has it)");
     send_all(a, pk, 0, t0);
-    static char in[4][UDP_GRO_BYTES];
-    struct sock_rx rx = {.n = 4};
-    for (unsigned i = 0; i < rx.n; i++)
-        sock_rx_set(&rx, i, in[i], sizeof in[i]);
+    struct sock_rx rx;
+    gro_rx(&rx);
     int got = 0, buffers = 0;
     while (got < N) {
-        size_t len[4];
-        int k = udp_recv_batch(b, &rx, len, NULL);
+        size_t len[4], seg[4];
+        int k = udp_recv_batch(b, &rx, len, seg, NULL);
         CHECK(k >= 0, "udp_recv_batch: %d", k);
         for (int i = 0; i < k; i++, buffers++)
-            for (size_t at = 0; at < len[i]; got++) {
-                int id = (unsigned char)in[i][at];
-                CHECK(id == got && at + pk[id].len <= len[i], "datagram %d at %zu of a %zu-byte buffer", id, at,
-                      len[i]);
-                for (size_t j = 0; j < pk[id].len; j++)
-                    CHECK((unsigned char)in[i][at + j] == id, "byte %zu of datagram %d", j, id);
-                at += pk[id].len;
+            for (size_t at = 0, one; at < len[i]; got++, at += one) {
+                one = len[i] - at < seg[i] ? len[i] - at : seg[i];
+                int id = (unsigned char)gro_in[i][at];
+                CHECK(id == got && one == pk[id].len, "datagram %d at %zu of a %zu-byte buffer cut every %zu", id, at,
+                      len[i], seg[i]);
+                for (size_t j = 0; j < one; j++)
+                    CHECK((unsigned char)gro_in[i][at + j] == id, "byte %zu of datagram %d", j, id);
             }
         TEST_DEADLINE(t0, 10, "the coalesced datagrams to arrive");
     }
     /* the 32 runs, three of them cut where udp_send's batches of 64 end */
     CHECK(buffers == 35, "%d datagrams in %d buffers, not one per run", got, buffers);
+}
+
+/* A datagram that is not a run the kernel coalesced is one datagram, on a
+ * socket with UDP_GRO too, whatever it holds: ten 64-byte pieces sent as
+ * one datagram come back as one buffer cut nowhere. */
+static void receive_uncut(struct udp_sock *a, struct udp_sock *b, double t0)
+{
+    static char ten[10 * 64];
+    memset(ten, 7, sizeof ten);
+    struct udp_packet p = {.buf = ten, .len = sizeof ten, .peer = b->self};
+    CHECK(udp_send(a, &p, 1) == 1, "send");
+    struct sock_rx rx;
+    gro_rx(&rx);
+    size_t len, seg;
+    int k;
+    while ((k = udp_recv_batch(b, &rx, &len, &seg, NULL)) == 0)
+        TEST_DEADLINE(t0, 10, "the datagram of ten pieces");
+    CHECK(k == 1 && len == sizeof ten && seg == len, "%d buffers, the first of %zu bytes cut every %zu", k, len, seg);
 }
 
 /* Runs of equal datagrams leave in one system call each and still arrive
@@ -229,6 +260,7 @@ static void check_segmentation(void)
     send_all(&a, pk, 0, t0);
     receive_all(&b, pk, &a, t0, from_either);
     receive_coalesced(&a, &b, pk, t0);
+    receive_uncut(&a, &b, t0);
     a.gso = 0;
     CHECK(udp_plan_runs(&a, pk, N, run) == N, "runs without segmentation");
     udp_conn_close(&c);
@@ -249,11 +281,11 @@ static void check_ipv6(void)
     struct udp_packet tx = {.buf = msg, .len = sizeof msg, .peer = b.self};
     struct sock_rx rx = {.n = 1};
     sock_rx_set(&rx, 0, got, sizeof got);
-    size_t len;
+    size_t len, seg;
     struct udp_endpoint from;
     CHECK(udp_send(&a, &tx, 1) == 1, "send over IPv6");
     double t0 = test_now();
-    while (udp_recv_batch(&b, &rx, &len, &from) == 0)
+    while (udp_recv_batch(&b, &rx, &len, &seg, &from) == 0)
         TEST_DEADLINE(t0, 10, "the IPv6 datagram");
     CHECK(len == sizeof msg && !memcmp(got, msg, sizeof msg) && from.family == 6 && from.port == a.self.port,
           "IPv6 datagram of %zu bytes", len);
