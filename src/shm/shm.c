@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
 uint32_t shm_default_ring_slots(int nranks)
 {
     long long cfg = util_config_int(CFG_SHM_RING_SLOTS);
@@ -54,7 +52,7 @@ void shm_copy(void *dst, const void *src, size_t n)
 
 static size_t rings_offset(int nranks)
 {
-    return round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
+    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
 }
 
 size_t shm_region_bytes(int nranks, uint32_t ring_slots)

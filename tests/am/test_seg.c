@@ -1,11 +1,14 @@
 /* Segment creation as a collective: handlers keep running inside it (a
  * peer blocked on our full ring is served), a failure on one rank is every
  * rank's failure with the same code, and ids stay in step afterwards.
- * Also: output written before shoal_abort reaches the launcher.
- * Usage: test_seg progress | fail | abort */
+ * A size whose page rounding would wrap is SHOAL_ENOMEM like any other
+ * size too large.  Also: output written before shoal_abort reaches the
+ * launcher, and a bad SHOAL_SHM_MEDIUM_MAX is refused by shoal_init.
+ * Usage: test_seg progress | fail | abort | badconfig */
 #include "shoal.h"
 #include "../common/check.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static volatile uint64_t arrived;
@@ -45,6 +48,8 @@ static void test_fail(int me, int np)
     shoal_seg_t bad = -1, good = -1;
     size_t want = me == 0 ? (size_t)1 << 46 : 4096;
     CHECK_RC(shoal_seg_create(want, &bad), SHOAL_ENOMEM);
+    CHECK_RC(shoal_seg_create(me == 0 ? SIZE_MAX : 4096, &bad), SHOAL_ENOMEM);
+    CHECK_RC(shoal_seg_create(SIZE_MAX, &bad), SHOAL_ENOMEM);
     CHECK_RC(shoal_seg_create(8192, &good), SHOAL_OK);
     /* ids agree: a long message into (rank+1, good) lands where expected */
     uint64_t v = 0x5eed0000u + (uint64_t)me;
@@ -62,6 +67,10 @@ static void test_fail(int me, int np)
 int main(int argc, char **argv)
 {
     const char *test = argc > 1 ? argv[1] : "progress";
+    if (!strcmp(test, "badconfig")) { /* run with a bad setting: init says so */
+        CHECK_RC(shoal_init(&argc, &argv), SHOAL_ECONFIG);
+        return 0;
+    }
     shoal_am_register(1, count);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     int me = shoal_rank(), np = shoal_size();
