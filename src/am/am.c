@@ -3,8 +3,11 @@
 #include "boot/boot.h"
 #include "net/net.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct am_state am = {.rank = -1};
 shoal_handler_t am_handlers[AM_MAX_INDEX];
@@ -167,7 +170,40 @@ static inline __attribute__((always_inline)) unsigned am_poll_ring(struct ring_r
     return done;
 }
 
-unsigned am_poll(int replies_only)
+/* ---- one thread at a time ----------------------------------------------- */
+
+_Thread_local const char *am_thread_call = "shoal";
+static _Atomic long am_inside;               /* thread id of the thread polling, 0: none */
+static _Atomic(const char *) am_inside_call; /* the public call it is in */
+
+static long am_self_tid(void)
+{
+    static _Thread_local long tid;
+    if (!tid)
+        tid = syscall(SYS_gettid);
+    return tid;
+}
+
+/* Returns what am_thread_leave restores: the same thread when nested (a
+ * reply's wait inside a handler), else 0. */
+static long am_thread_enter(void)
+{
+    long me = am_self_tid(), prev = atomic_exchange_explicit(&am_inside, me, memory_order_acquire);
+    if (prev && prev != me)
+        util_fatal("two threads inside shoal at once: thread %ld entered %s while thread %ld is in %s "
+                   "(one thread at a time may call shoal; checked because SHOAL_STRICT or a debug build)",
+                   me, am_thread_call, prev, atomic_load_explicit(&am_inside_call, memory_order_relaxed));
+    if (!prev)
+        atomic_store_explicit(&am_inside_call, am_thread_call, memory_order_relaxed);
+    return prev;
+}
+
+static void am_thread_leave(long prev)
+{
+    atomic_store_explicit(&am_inside, prev, memory_order_release);
+}
+
+static unsigned am_poll_all(int replies_only)
 {
     unsigned done = am.remote ? net_poll(replies_only) : 0;
     if (am.quiescent)
@@ -180,6 +216,16 @@ unsigned am_poll(int replies_only)
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
+    return done;
+}
+
+unsigned am_poll(int replies_only)
+{
+    if (UTIL_LIKELY(!am.strict))
+        return am_poll_all(replies_only);
+    long prev = am_thread_enter();
+    unsigned done = am_poll_all(replies_only);
+    am_thread_leave(prev);
     return done;
 }
 
@@ -273,6 +319,7 @@ static inline int am_check_common(int dest, unsigned handler, unsigned flags, un
 static int am_check_request(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args,
                             const char *call)
 {
+    am_thread_note(call);
     if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE))
         return am_rule_violation(call);
     return am_check_common(dest, handler, flags, nargs, args);

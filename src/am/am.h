@@ -124,9 +124,21 @@ static inline int am_is_remote(int rank)
 /* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */
 int am_rule_violation(const char *what);
 
+/* One thread at a time, checked where am.strict (until threads may call
+ * shoal at once): every poll records its thread, and a second thread
+ * polling meanwhile aborts naming both threads and the public calls they
+ * are in (am_thread_call: the last one each thread entered). */
+extern _Thread_local const char *am_thread_call;
+static inline void am_thread_note(const char *call)
+{
+    if (UTIL_UNLIKELY(am.strict))
+        am_thread_call = call;
+}
+
 /* Context check for calls that block (poll, barrier, finalize, wait). */
 static inline int am_blocking_allowed(const char *call)
 {
+    am_thread_note(call);
     return am.ctx == AM_CTX_NONE ? SHOAL_OK : am_rule_violation(call);
 }
 

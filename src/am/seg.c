@@ -22,8 +22,9 @@ int shoal_seg_create(size_t size, shoal_seg_t *seg)
     /* SPMD: every rank allocated the same ids so far, so they agree on id. */
     if (id == AM_MAX_SEGMENTS)
         return SHOAL_ENOMEM;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t bytes = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    /* SIZE_MAX past the top: shm_alloc refuses it, on this rank, inside
+     * the collective, so every rank still agrees */
+    size_t bytes = util_round_up(size, (size_t)sysconf(_SC_PAGESIZE));
     struct am_segment *s = &am.segs[id];
     s->bases = calloc((size_t)am.nranks, sizeof *s->bases);
     s->sizes = calloc((size_t)am.nranks, sizeof *s->sizes);

@@ -223,7 +223,7 @@ int shoal_mem_create(size_t size, unsigned perms, shoal_mem_t *mem)
     size_t host = (size_t)sysconf(_SC_PHYS_PAGES) * page_size();
     if (size > host / 2)
         return SHOAL_ENOMEM;
-    uint64_t len = (size + page_size() - 1) / page_size() * page_size();
+    uint64_t len = util_round_up(size, page_size());
     uint32_t slot;
     uint64_t off;
     rma_reclaim();

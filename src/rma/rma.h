@@ -23,6 +23,7 @@
 #define RMA_HEADER_BYTES (RMA_ENTRIES_OFFSET + RMA_SLOTS * 64u)
 #define RMA_MAPPED 0x100u /* entry flag: the segment is in the heap */
 #define RMA_MAX_STRUCT_DATA 4096u /* FIFO entry, signal datum, z-buffer data */
+_Static_assert(RMA_MAX_STRUCT_DATA <= UTIL_MEDIUM_MIN, "the served path sends these unsplit");
 
 /* Start of every rank's heap, written by the owner. */
 struct rma_heap_header {

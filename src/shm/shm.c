@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
 uint32_t shm_default_ring_slots(int nranks)
 {
     long long cfg = util_config_int(CFG_SHM_RING_SLOTS);
@@ -54,7 +52,7 @@ void shm_copy(void *dst, const void *src, size_t n)
 
 static size_t rings_offset(int nranks)
 {
-    return round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
+    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
 }
 
 size_t shm_region_bytes(int nranks, uint32_t ring_slots)
@@ -145,7 +143,13 @@ int shm_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
     struct shm_alloc_result mine = {0, 0, bytes};
     int myfd = -1;
     void *p;
-    mine.alloc_rc = shm_alloc(name, bytes, &myfd, &p);
+    int nlocal = 0;
+    for (int r = 0; r < nranks; r++)
+        nlocal += boot_rank_local(r);
+    /* this host's ranks reserve at once, as a rule under one cgroup */
+    mine.alloc_rc = shm_cgroup_check(name, bytes, (unsigned)nlocal);
+    if (mine.alloc_rc == SHOAL_OK)
+        mine.alloc_rc = shm_alloc(name, bytes, &myfd, &p);
     if (mine.alloc_rc == SHOAL_OK) {
         /* written before sharing: a peer sees it as soon as it maps the fd */
         if (head_len)
@@ -374,7 +378,10 @@ void shm_heap_fini(struct shm_heap *h)
 
 int shm_heap_reserve(struct shm_heap *h, int rank, size_t off, size_t len)
 {
-    int rc = posix_fallocate(h->fd, (off_t)off, (off_t)len);
+    int rc = shm_cgroup_check("shoal-heap segment", len, 1);
+    if (rc)
+        return rc;
+    rc = posix_fallocate(h->fd, (off_t)off, (off_t)len);
     if (rc) {
         LOG(LOG_ERROR, "cannot back %zu bytes of shared heap: %s "
             "(host memory or the memory cgroup's limit exhausted)", len, strerror(rc));

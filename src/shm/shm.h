@@ -68,6 +68,12 @@ struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned 
 /* Shared memory of `bytes` from a memfd: backing store reserved up front
  * (a full tmpfs is SHOAL_ENOMEM here, never SIGBUS later) and prefaulted. */
 int shm_alloc(const char *name, size_t bytes, int *fd, void **addr);
+/* SHOAL_ENOMEM, logged naming the cgroup, when `ranks` reservations of
+ * `bytes` (for `what`) at once would not fit under the tightest memory
+ * cgroup limit above this process with a 16 MiB margin (file cache the
+ * kernel can reclaim counts as free).  memfd memory past the limit would
+ * bring the OOM killer instead of an error. */
+int shm_cgroup_check(const char *what, size_t bytes, unsigned ranks);
 /* Maps a descriptor received from a peer, whole file, prefaulted. */
 int shm_map_fd(int fd, void **addr, size_t *bytes);
 

@@ -16,7 +16,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_SHM_RING_SLOTS] = {"SHOAL_SHM_RING_SLOTS", "0",
                             "64-byte slots per shm ring, a power of two >= 64; 0 picks the largest up to 16384 that keeps all rings of the job within 128 MiB (16384 up to 8 ranks per host)"},
     [CFG_SHM_MEDIUM_MAX] = {"SHOAL_SHM_MEDIUM_MAX", "65536",
-                            "largest medium AM payload in bytes (capped so a message with 16 arguments fits in half a ring)"},
+                            "largest medium AM payload in bytes, >= 4096 (capped so a message with 16 arguments fits in half a ring)"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
@@ -147,6 +147,8 @@ static int validate(enum util_cfg_id id, const char *v)
         if (v[0] == '\0')
             return 0;
         return parse_int(v, &n) ? -1 : 0;
+    case CFG_SHM_MEDIUM_MAX:
+        return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_CRL_URC_SIZE:

@@ -62,6 +62,20 @@ const struct util_cfg_entry *util_config_table(size_t *count);
  * 65535) into *lo, *hi (either may be NULL); -1 if malformed. */
 int util_port_range(const char *v, uint16_t *lo, uint16_t *hi);
 
+/* The smallest SHOAL_SHM_MEDIUM_MAX: one message must carry the largest
+ * one-sided command that is never split (a 4096-byte FIFO entry, signal
+ * datum or z-buffer, RMA_MAX_STRUCT_DATA) on the served path. */
+#define UTIL_MEDIUM_MIN 4096u
+
+/* ---- sizes --------------------------------------------------------------- */
+/* v rounded up to a multiple of a; SIZE_MAX when that does not fit, which
+ * every size check after it then refuses as too large. */
+static inline size_t util_round_up(size_t v, size_t a)
+{
+    size_t r = v % a;
+    return r == 0 ? v : v > SIZE_MAX - (a - r) ? SIZE_MAX : v + (a - r);
+}
+
 /* ---- logging ---------------------------------------------------------- */
 enum util_log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE };
 extern int util_log_level;

@@ -1,11 +1,17 @@
 /* Segment creation as a collective: handlers keep running inside it (a
  * peer blocked on our full ring is served), a failure on one rank is every
  * rank's failure with the same code, and ids stay in step afterwards.
- * Also: output written before shoal_abort reaches the launcher.
- * Usage: test_seg progress | fail | abort */
+ * A size whose page rounding would wrap is SHOAL_ENOMEM like any other
+ * size too large, and so is one past what the memory cgroup has left (run
+ * by check_cgroup.py inside a cgroup limited below 512 MiB).  Also: output
+ * written before shoal_abort reaches the launcher, and shoal_init's
+ * refusals (a bad setting, rings past the cgroup's limit).
+ * Usage: test_seg progress | fail | cgroup | abort | init-fails CODE */
 #include "shoal.h"
 #include "../common/check.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static volatile uint64_t arrived;
@@ -45,6 +51,8 @@ static void test_fail(int me, int np)
     shoal_seg_t bad = -1, good = -1;
     size_t want = me == 0 ? (size_t)1 << 46 : 4096;
     CHECK_RC(shoal_seg_create(want, &bad), SHOAL_ENOMEM);
+    CHECK_RC(shoal_seg_create(me == 0 ? SIZE_MAX : 4096, &bad), SHOAL_ENOMEM);
+    CHECK_RC(shoal_seg_create(SIZE_MAX, &bad), SHOAL_ENOMEM);
     CHECK_RC(shoal_seg_create(8192, &good), SHOAL_OK);
     /* ids agree: a long message into (rank+1, good) lands where expected */
     uint64_t v = 0x5eed0000u + (uint64_t)me;
@@ -59,9 +67,29 @@ static void test_fail(int me, int np)
           (unsigned long long)got);
 }
 
+/* Inside a cgroup limited below 512 MiB: past what it has left is
+ * SHOAL_ENOMEM (not signal 9), and what fits still works. */
+static void test_cgroup(void)
+{
+    const size_t big = (size_t)512 << 20, small = (size_t)1 << 20;
+    shoal_seg_t seg;
+    shoal_mem_t mem;
+    CHECK_RC(shoal_seg_create(big, &seg), SHOAL_ENOMEM);
+    CHECK_RC(shoal_mem_create(big, SHOAL_MEM_ALL, &mem), SHOAL_ENOMEM);
+    /* each part would fit alone; together the host's ranks' would not */
+    CHECK_RC(shoal_seg_create(big / shoal_size() * 5 / 8, &seg), SHOAL_ENOMEM);
+    CHECK_RC(shoal_seg_create(small, &seg), SHOAL_OK);
+    CHECK_RC(shoal_mem_create(small, SHOAL_MEM_ALL, &mem), SHOAL_OK);
+}
+
 int main(int argc, char **argv)
 {
     const char *test = argc > 1 ? argv[1] : "progress";
+    if (!strcmp(test, "init-fails")) { /* run where shoal_init must refuse */
+        CHECK(argc > 2, "init-fails needs the expected status");
+        CHECK_RC(shoal_init(&argc, &argv), atoi(argv[2]));
+        return 0;
+    }
     shoal_am_register(1, count);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     int me = shoal_rank(), np = shoal_size();
@@ -70,6 +98,8 @@ int main(int argc, char **argv)
         test_progress(me, np);
     } else if (!strcmp(test, "fail")) {
         test_fail(me, np);
+    } else if (!strcmp(test, "cgroup")) {
+        test_cgroup();
     } else if (!strcmp(test, "abort")) {
         printf("rank %d wrote this before the abort\n", me); /* a pipe: fully buffered */
         CHECK_RC(shoal_barrier(), SHOAL_OK);

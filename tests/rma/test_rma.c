@@ -147,6 +147,8 @@ static void test_misuse(void)
     memset(rob, 0x5a, 4096);
     shoal_mem_t rw;
     CHECK_RC(shoal_mem_create(4096, SHOAL_MEM_ALL, &rw), SHOAL_OK);
+    shoal_mem_t huge_mem;
+    CHECK_RC(shoal_mem_create(SIZE_MAX, SHOAL_MEM_ALL, &huge_mem), SHOAL_ENOMEM);
 
     CHECK_RC(shoal_mem_exchange(rw, w), SHOAL_OK);
     struct shoal_stats before;

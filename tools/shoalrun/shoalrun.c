@@ -75,6 +75,9 @@
 #define EXIT_TIMEOUT 124
 #define EXIT_NOEXEC 127
 #define MS 1000000ull
+/* Descriptors of the launcher's own: standard streams, /dev/null, the
+ * control block, a rank's ends between socketpair and fork. */
+#define FD_SPARE 16
 
 enum role { ROLE_LOCAL, ROLE_HEAD, ROLE_AGENT };
 
@@ -1160,6 +1163,7 @@ static void rank_exited(struct rank *r, int status)
 static void make_job_block(uint64_t job_id, int nhosts);
 static void spawn_ranks(void);
 static nfds_t npfd(void);
+static int fd_shortage(char *why, size_t len);
 
 static int agent_job(struct chan_reader *m)
 {
@@ -1206,7 +1210,7 @@ static int agent_job(struct chan_reader *m)
     char why[256];
     if (chdir(cwd))
         fail_job(-1, 0, 1, 0, "cannot change to directory %s: %s", cwd, strerror(errno));
-    else if (find_program(L.argv[0], why, sizeof why))
+    else if (find_program(L.argv[0], why, sizeof why) || fd_shortage(why, sizeof why))
         fail_job(-1, 0, EXIT_NOEXEC, 0, "%s", why);
     else
         spawn_ranks();
@@ -1573,6 +1577,22 @@ static nfds_t npfd(void)
     return 4 + 2 * (nfds_t)L.nag + 3 * (nfds_t)L.np;
 }
 
+/* 0 when the launcher's descriptors at their peak fit its limit: its poll
+ * set (whose length counts against the limit too), one descriptor per rank
+ * of this host during an exchange, and its own.  Else what to raise, in
+ * why: past the limit the job would fail later, and misleadingly. */
+static int fd_shortage(char *why, size_t len)
+{
+    struct rlimit rl;
+    unsigned long long need = npfd() + (unsigned long long)L.nlocal + FD_SPARE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || need <= rl.rlim_cur)
+        return 0;
+    snprintf(why, len, "%d ranks need %llu open files in the launcher, more than RLIMIT_NOFILE's hard "
+             "limit of %llu allows: raise it (ulimit -n %llu or more) before starting shoalrun",
+             L.np, need, (unsigned long long)rl.rlim_max, need);
+    return -1;
+}
+
 static void fill_pollfds(void)
 {
     L.pfd[0] = (struct pollfd){.fd = L.sigfd, .events = POLLIN};
@@ -1760,7 +1780,6 @@ static int child_setup(void)
 {
     sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
     sigaction(SIGPIPE, &L.oldpipe, NULL);
-    setrlimit(RLIMIT_NOFILE, &L.oldnofile);
     /* Die with the launcher even if it is SIGKILLed, and do not start at
      * all if it died before the request was in place. */
     return prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != L.self ? -1 : 0;
@@ -1823,6 +1842,9 @@ static _Noreturn void become_rank(int rank, int sock, int out, int err)
     int bfd = dup(sock), jfd = dup(L.jobfd);
     if (bfd < 0 || jfd < 0)
         child_fail(rank, "cannot pass the boot descriptors");
+    /* Only now: until exec we hold the launcher's descriptors, more than
+     * the original limit may allow a dup to number past. */
+    setrlimit(RLIMIT_NOFILE, &L.oldnofile);
     set_boot_env(rank, bfd, jfd);
     if (L.bind)
         bind_cpu(rank, L.r[rank].local);
@@ -1941,6 +1963,7 @@ static int start_agent(struct agent *a, const char *exe)
     if (pid == 0) {
         if (child_setup() || setpgid(0, 0) || dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0)
             _exit(EXIT_NOEXEC);
+        setrlimit(RLIMIT_NOFILE, &L.oldnofile);
         execvp(argv[0], argv);
         dprintf(2, "shoalrun: cannot run the remote shell %s for host %s: %s\n", argv[0],
                 a->name, strerror(errno));
@@ -1973,6 +1996,11 @@ static void run_head(struct host *hosts, int nhosts)
         die("cannot find shoalrun's own path in /proc/self/exe");
     exe[n] = '\0';
     L.nag = nhosts;
+    char why[256];
+    if (fd_shortage(why, sizeof why)) {
+        fprintf(stderr, "shoalrun: %s\n", why);
+        exit(EXIT_NOEXEC);
+    }
     L.ag = xcalloc((size_t)nhosts, sizeof *L.ag);
     L.r = xcalloc((size_t)L.np, sizeof *L.r);
     for (int h = 0, rank = 0; h < nhosts; h++) {
@@ -2004,6 +2032,10 @@ static void run_local(void)
         exit(EXIT_NOEXEC);
     }
     L.nlocal = L.np;
+    if (fd_shortage(why, sizeof why)) {
+        fprintf(stderr, "shoalrun: %s\n", why);
+        exit(EXIT_NOEXEC);
+    }
     L.r = xcalloc((size_t)L.np, sizeof *L.r);
     for (int i = 0; i < L.np; i++)
         L.r[i] = (struct rank){.local = i, .sock = -1, .out = {{.fd = -1}, {.fd = -1}}};
