@@ -353,6 +353,27 @@ static void test_barriers(void)
           (unsigned long long)f, (unsigned long long)m);
 }
 
+/* Barriers for TEST_FORGE_SECONDS (default 4) while check_forge.py's
+ * outsider replays what it sniffs; the job must not notice, beyond
+ * counting the forged packets as foreign. */
+static void test_forged(void)
+{
+    const char *s = getenv("TEST_FORGE_SECONDS");
+    double until = test_now() + (s ? atof(s) : 4.0);
+    int go = 1, n = 0;
+    while (go) {
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+        n++;
+        if (me == 0)
+            go = test_now() < until;
+        CHECK_RC(shoal_broadcast(&go, sizeof go, 0), SHOAL_OK);
+    }
+    struct shoal_stats st;
+    CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
+    printf("forged: rank %d ran %d barriers, dropped %llu foreign packets\n", me, n,
+           (unsigned long long)st.net_dropped_foreign);
+}
+
 /* Equal requests sent together (SHOAL_MORE) leave as one segmented run
  * (UDP_SEGMENT) and, over loopback, arrive as one coalesced buffer
  * (UDP_GRO): rank 1 must see such buffers, and run every handler once. */
@@ -436,7 +457,8 @@ int main(int argc, char **argv)
     shoal_am_register(H_PING, ping);
     shoal_am_register(H_PONG, pong);
     CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
-    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers"), "run %s with -n 2", test);
+    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers") || !strcmp(test, "forged"),
+          "run %s with -n 2", test);
     if (!strcmp(test, "peers"))
         test_peers();
     else if (!strcmp(test, "idle"))
@@ -451,6 +473,8 @@ int main(int argc, char **argv)
         test_barriers();
     else if (!strcmp(test, "coalesce"))
         test_coalesce();
+    else if (!strcmp(test, "forged"))
+        test_forged();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
