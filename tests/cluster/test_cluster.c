@@ -14,8 +14,9 @@
  *           keepalives, so it is not declared dead;
  *   quiet   (any number of ranks, meant for heavy SHOAL_FAULTS loss or many
  *           ranks on few cores) rank 0 computes for 4 x SHOAL_NET_DEAD_MS
- *           without calling shoal while the others wait in a barrier: only
- *           keepalives go, and nobody may be declared dead. */
+ *           without calling shoal (its progress thread answers) while the
+ *           others wait in a barrier: only keepalives go, and nobody may be
+ *           declared dead. */
 #include "net/net.h"
 #include "net/wire.h"
 #include "shoal.h"
