@@ -68,18 +68,13 @@ int am_rule_violation(const char *what)
     return SHOAL_EHANDLER;
 }
 
-void am_progress_wait(struct util_backoff *b, int replies_only)
-{
-    if (am_poll(replies_only) != 0) {
-        b->spins = 0; /* progress: the peer is active, keep spinning */
-        return;
-    }
-    am_wait_step(b);
-}
-
 /* Polls of the socket (system calls, ~1 us each) before a blocking wait
  * sleeps: long enough to catch a reply already on its way. */
 #define AM_BLOCK_AFTER_POLLS 256u
+/* Wait steps between two looks at the launcher's failure flag, whatever
+ * the polls found: a waiter that a steady stream keeps busy must notice a
+ * dead peer too.  A look is one load of a line nobody writes until then. */
+#define AM_CHECK_EVERY 64u
 
 static void am_check_launcher(void)
 {
@@ -92,16 +87,26 @@ static void am_check_launcher(void)
     }
 }
 
+void am_progress_wait(struct util_backoff *b, int replies_only)
+{
+    static unsigned steps;
+    if (UTIL_UNLIKELY(++steps % AM_CHECK_EVERY == 0))
+        am_check_launcher();
+    if (am_poll(replies_only) != 0) {
+        b->spins = 0; /* progress: the peer is active, keep spinning */
+        return;
+    }
+    am_wait_step(b);
+}
+
 void am_wait_step(struct util_backoff *b)
 {
     if (UTIL_UNLIKELY(am.net_block_ns) && b->spins >= AM_BLOCK_AFTER_POLLS) {
         net_wait(am.net_block_ns); /* no CPU until something happens */
-        am_check_launcher();
+        am_check_launcher(); /* the sleep may have been long */
         return;
     }
     util_backoff_wait(b);
-    if ((b->spins & 255u) == 0)
-        am_check_launcher();
 }
 
 /* ---- receive side --------------------------------------------------------- */

@@ -79,10 +79,12 @@ void am_seg_fini(void);
  * reply send may do while it waits).  Returns the number of messages run. */
 unsigned am_poll(int replies_only);
 
-/* One step of a blocking wait: back off, and end the job if a peer died. */
+/* One step of a blocking wait: back off (a sleep on the socket ends the job
+ * if a peer died meanwhile). */
 void am_wait_step(struct util_backoff *b);
-/* One step of a wait that polls: runs handlers, and backs off only while
- * nothing arrives. */
+/* One step of a wait that polls: runs handlers, backs off only while
+ * nothing arrives, and every few steps, busy or not, ends the job if a
+ * peer died. */
 void am_progress_wait(struct util_backoff *b, int replies_only);
 
 /* Runs handler h for a message from src (its table entry is checked). */

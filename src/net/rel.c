@@ -13,6 +13,15 @@
 #define MAX_BACKOFF 20u  /* doublings of the RTO; rto_max caps it long before */
 #define REO_MULT_MAX 64u /* reordering allowance: at most this many min_rtt/4 (and srtt) */
 #define REO_RESET 16u    /* loss recoveries without a spurious retransmission that reset it */
+/* Liveness probes after an unanswered KEEPALIVE come at least this many
+ * times per keepalive interval: at loss p on each of the four fault points
+ * of a round trip (p = 0.3: 76 % of round trips fail), the asking window
+ * alone makes a false death 0.76^32 ~ 1e-4 likely, a whole deadline (five
+ * intervals at SHOAL_NET_DEAD_MS's ratio) 1e-19. */
+#define KA_PROBES 32u
+/* An engine not run for this many probe intervals missed its probes: it
+ * asks afresh before it concludes. */
+#define KA_GAP_PROBES 8u
 
 enum tx_state { TX_FREE, TX_INFLIGHT, TX_SACKED };
 
@@ -69,6 +78,7 @@ struct peer {
     /* liveness */
     uint64_t last_rx, ka_due;
     uint64_t ka_first;   /* first KEEPALIVE since last_rx, REL_NEVER if none */
+    unsigned ka_backoff; /* liveness probes since last_rx: the probe RTO's doublings */
     struct peer *next_active, *next_ready;
     int ready;           /* on the ready list: in-order packets for the AM layer */
 };
@@ -94,6 +104,7 @@ struct rel {
     uint32_t tx_slots;                 /* sent packets kept per peer (tx_slots_for) */
     struct rel *other;                 /* this rank's other channel (rel_link), or NULL */
     uint64_t next_due;                 /* no peer timer is due before this */
+    uint64_t last_run;                 /* the latest time rel_input or rel_tick ran */
     struct pkt_pool pool;              /* full-size buffers for the stored copies of large DATA packets */
     struct rel_stats stats;
 };
@@ -234,8 +245,9 @@ static uint64_t rto_of(const struct rel *r, const struct peer *p, unsigned backo
 }
 
 /* A peer is dead after dead_after of silence, if a KEEPALIVE has had a
- * keepalive interval to be answered: a carrier that was not run for a while
- * (a stopped process, an overloaded host) asks before it concludes. */
+ * keepalive interval to be answered (with probes every RTO meanwhile): an
+ * engine that was not run for a while (a stopped process, an overloaded
+ * host) asks before it concludes (engine_ran). */
 static uint64_t dead_due(const struct rel *r, const struct peer *p)
 {
     if (p->ka_first == REL_NEVER)
@@ -436,9 +448,42 @@ static uint16_t ack_request(const struct rel *r, struct peer *p, uint32_t seq)
 
 static void send_keepalive(struct rel *r, struct peer *p, uint64_t now)
 {
-    p->ka_due = add_sat(now, r->cfg.keepalive_ns);
     p->ka_first = min64(p->ka_first, now);
     send_packet(r, p, WIRE_KEEPALIVE, 0, 0, NULL, 0);
+}
+
+/* The longest wait between liveness probes once one went unanswered. */
+static uint64_t ka_probe_cap(const struct rel *r)
+{
+    uint64_t cap = r->cfg.keepalive_ns / KA_PROBES;
+    return cap > r->cfg.rto_min_ns ? cap : r->cfg.rto_min_ns;
+}
+
+/* A KEEPALIVE for liveness: the first after keepalive_ns of silence, then
+ * one every RTO (backing off up to ka_probe_cap) until an answer or the
+ * deadline, so that only silence, not a few lost packets, kills a peer. */
+static void probe_liveness(struct rel *r, struct peer *p, uint64_t now)
+{
+    r->stats.keepalives_sent++;
+    send_keepalive(r, p, now);
+    p->ka_due = add_sat(now, min64(rto_of(r, p, p->ka_backoff), ka_probe_cap(r)));
+    p->ka_backoff += p->ka_backoff < MAX_BACKOFF;
+}
+
+/* After a gap of several probe intervals in which the engine did not run,
+ * what a peer sent may still wait in the socket and the probes due meanwhile
+ * never went: every peer being asked gets a whole asking window again. */
+static void engine_ran(struct rel *r, uint64_t now)
+{
+    if (now > r->last_run + KA_GAP_PROBES * ka_probe_cap(r))
+        for (struct peer *p = r->active; p; p = p->next_active)
+            if (p->ka_first != REL_NEVER) {
+                p->ka_first = REL_NEVER;
+                p->ka_backoff = 0;
+                p->ka_due = now;
+                r->next_due = now;
+            }
+    r->last_run = now > r->last_run ? now : r->last_run;
 }
 
 static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why)
@@ -738,6 +783,7 @@ static void heard(struct rel *r, struct peer *p, uint64_t now)
     p->last_rx = now;
     p->ka_due = add_sat(now, r->cfg.keepalive_ns);
     p->ka_first = REL_NEVER;
+    p->ka_backoff = 0;
 }
 
 /* The ack fields of h (when it is DATA of the other channel's: see
@@ -746,6 +792,7 @@ static void heard(struct rel *r, struct peer *p, uint64_t now)
 static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *pkt, uint64_t now)
 {
     struct rel *a = r;
+    engine_ran(r, now);
     if (h->type == WIRE_DATA && !(h->flags & WIRE_F_ACK_REPLY) != !r->cfg.reply_channel && !(a = r->other))
         return WIRE_DROP_TYPE; /* an engine without a linked channel cannot take its acks */
     struct peer *p = peer_get(r, h->src, now), *q = a == r ? p : peer_get(a, h->src, now);
@@ -761,10 +808,10 @@ static enum wire_verdict accept(struct rel *r, const struct wire_header *h, cons
     if (h->type != WIRE_BCAST && rx_ack(a, q, h, now))
         return WIRE_DROP_WINDOW;
     heard(r, p, now);
-    if (q != p) {
-        heard(a, q, now);
+    if (r->other && r->other->peers[h->src]) /* a packet on either channel shows the peer alive to both */
+        heard(r->other, r->other->peers[h->src], now);
+    if (q != p)
         note_deadline(a, q);
-    }
     if (h->type == WIRE_DATA)
         v = rx_data(r, p, h, pkt, now);
     else if (h->type == WIRE_KEEPALIVE)
@@ -992,10 +1039,8 @@ static void service(struct rel *r, struct peer *p, uint64_t now)
         p->probe_due = add_sat(now, rto_of(r, p, p->probe_backoff));
         send_keepalive(r, p, now);
     }
-    if (now >= p->ka_due) {
-        r->stats.keepalives_sent++;
-        send_keepalive(r, p, now);
-    }
+    if (now >= p->ka_due)
+        probe_liveness(r, p, now);
     if (now >= p->ack_due) { /* last: the packets above carried the ack if they went */
         r->stats.acks_sent++;
         send_packet(r, p, WIRE_ACK, 0, 0, NULL, 0);
@@ -1014,6 +1059,7 @@ void rel_flush_acks(struct rel *r)
 void rel_tick(struct rel *r, uint64_t now)
 {
     pool_tick(&r->pool, now);
+    engine_ran(r, now);
     if (now < r->next_due)
         return;
     uint64_t next = REL_NEVER;

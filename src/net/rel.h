@@ -54,11 +54,17 @@
  *    KEEPALIVEs (RTO, doubling to rto_max), so a lost window update cannot
  *    deadlock it.
  *  - Liveness: after keepalive_ns without a packet from a peer it has
- *    heard from or sent to, the engine sends a KEEPALIVE (answered by an
- *    ACK), and again every keepalive_ns.  After dead_after_ns of silence,
- *    once a KEEPALIVE has had keepalive_ns to be answered (so an engine
- *    that was not run for a while asks before it concludes), the peer is
- *    dead: io.peer_dead is called once, and rel_send to it fails.
+ *    heard from or sent to (on either channel, when linked), the engine
+ *    sends a KEEPALIVE (answered by an ACK); while none is answered it
+ *    probes again every RTO, doubling up to keepalive_ns / 32, so a
+ *    deadline means silence, not lost packets (at 30 % loss at each end,
+ *    a round trip fails 3 times in 4: 0.76^160 over a deadline of six
+ *    intervals).  After dead_after_ns of silence, once a KEEPALIVE has had
+ *    keepalive_ns to be answered, the peer is dead: io.peer_dead is called
+ *    once, and rel_send to it fails.  An engine that was not run for 8
+ *    probe intervals (a stopped process, an overloaded host) missed its
+ *    probes and may not have read the answers: it asks afresh, so the
+ *    peer has keepalive_ns from then on to answer.
  *  - Incarnations: a peer's first packet tells its incarnation.  A packet
  *    with a later one means the peer restarted: it is dead for this job
  *    (peer_dead, REL_DEAD_RESTARTED).  Packets from an earlier incarnation,
@@ -96,7 +102,7 @@ struct rel_config {
     uint64_t rto_init_ns;      /* RTO before the first RTT sample */
     uint64_t rto_max_ns;       /* RTO ceiling, backoff included */
     uint64_t ack_delay_ns;     /* longest wait for a piggyback before an explicit ACK */
-    uint64_t keepalive_ns;     /* silence before a KEEPALIVE, and between them */
+    uint64_t keepalive_ns;     /* silence before a KEEPALIVE; the time one has to be answered */
     uint64_t dead_after_ns;    /* silence after which a peer is dead (> keepalive_ns) */
     int need_checksum;         /* 1: send and require header CRCs (raw frames) */
     int reply_channel;         /* 1: this engine is the reply channel (WIRE_F_REPLY on every packet) */

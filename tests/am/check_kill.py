@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs test_kill under shoalrun and checks that a SIGKILLed rank ends the
-job within the deadline, with a message naming it, and leaves /dev/shm as
-it was.  Usage: check_kill.py SHOALRUN TEST_KILL NRANKS MODE DEADLINE_S [LAUNCH_OPTION...]
+job within the deadline, with a message naming it (in mode busy, from rank
+1's failure handler), and leaves /dev/shm as it was.  Usage: check_kill.py SHOALRUN TEST_KILL NRANKS MODE DEADLINE_S [LAUNCH_OPTION...]
 (launch options such as --hosts go to shoalrun)."""
 import os
 import shutil
@@ -32,6 +32,11 @@ def shm_unchanged(out):
     return f"/dev/shm gained {sorted(gained)}" if gained else None
 
 
+def busy_handler_ran(out):
+    want = f"failure handler of rank 1: rank {victim}:"
+    return None if mode != "busy" or want in out else f"no \"{want}\": the busy waiter never noticed"
+
+
 fail = run_failing_job([shoalrun, "--timeout", "20", *launch, "-n", nranks, prog, mode], deadline, f"rank {victim}",
-                       extra_checks=[shm_unchanged])
+                       extra_checks=[shm_unchanged, busy_handler_ran])
 sys.exit(1 if fail else 0)

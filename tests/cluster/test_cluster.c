@@ -14,9 +14,16 @@
  *           barriers run;
  *   coalesce bursts of equal requests arrive coalesced (udp: UDP_GRO) and
  *           each runs once;
+ *   forged  barriers for a few seconds while an outsider forges packets
+ *           (check_forge.py);
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
- *           keepalives, so it is not declared dead. */
+ *           keepalives, so it is not declared dead;
+ *   quiet   (any number of ranks, meant for heavy SHOAL_FAULTS loss or many
+ *           ranks on few cores) rank 0 computes for 4 x SHOAL_NET_DEAD_MS
+ *           without calling shoal (its progress thread answers) while the
+ *           others wait in a barrier: only keepalives go, and nobody may be
+ *           declared dead. */
 #include "net/net.h"
 #include "net/wire.h"
 #include "shoal.h"
@@ -432,6 +439,19 @@ static void test_compute(void)
         printf("compute: rank 1 computed %.1f s without a call and stayed alive\n", 3 * dead_s);
 }
 
+static void test_quiet(void)
+{
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    double dead_s = atof(getenv("SHOAL_NET_DEAD_MS") ? getenv("SHOAL_NET_DEAD_MS") : "3000") / 1000;
+    double t0 = test_now();
+    if (me == 0)
+        while (test_now() - t0 < 4 * dead_s) {
+        }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0)
+        printf("quiet: %d ranks stayed alive through %.1f s of silence\n", shoal_size(), test_now() - t0);
+}
+
 static void on_failure(int rank, const char *reason, void *arg)
 {
     fprintf(stderr, "failure handler of rank %d (%s): rank %d: %s\n", me, (const char *)arg, rank, reason);
@@ -457,7 +477,8 @@ int main(int argc, char **argv)
     shoal_am_register(H_PING, ping);
     shoal_am_register(H_PONG, pong);
     CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
-    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers") || !strcmp(test, "forged"),
+    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers") || !strcmp(test, "forged") ||
+              !strcmp(test, "quiet"),
           "run %s with -n 2", test);
     if (!strcmp(test, "peers"))
         test_peers();
@@ -475,6 +496,8 @@ int main(int argc, char **argv)
         test_coalesce();
     else if (!strcmp(test, "forged"))
         test_forged();
+    else if (!strcmp(test, "quiet"))
+        test_quiet();
     else
         CHECK(0, "unknown test \"%s\"", test);
     CHECK_RC(shoal_finalize(), SHOAL_OK);

@@ -88,8 +88,9 @@ static void xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, int stabl
 static void emit_recv(void *ctx, uint32_t src, const void *pkt, size_t len)
 {
     struct sim_node *node = ctx;
-    (void)src;
-    rel_input(node->reply && rel_packet_is_reply(pkt, len) ? node->reply : node->rel, pkt, len, node->sim->now);
+    struct rel *r = node->reply && rel_packet_is_reply(pkt, len) ? node->reply : node->rel;
+    if (rel_input(r, pkt, len, node->sim->now) == WIRE_OK && src < SIM_MAX_NODES)
+        node->heard_at[src] = node->sim->now;
 }
 
 static void peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)

@@ -39,6 +39,7 @@ struct sim_node {
     int down;                    /* sends and receives nothing, runs no timers */
     unsigned dead_reports[SIM_MAX_NODES];
     uint64_t dead_at[SIM_MAX_NODES];
+    uint64_t heard_at[SIM_MAX_NODES]; /* when rel_input last accepted a packet from each node */
     enum rel_dead_reason dead_why[SIM_MAX_NODES];
 };
 

@@ -671,6 +671,56 @@ static void dead(void)
     sim_fini(&s);
 }
 
+/* ---- liveness under heavy loss ---------------------------------------------- */
+
+/* At 30 % loss on each of a round trip's four fault points (three of four
+ * round trips fail), idle peers stay alive through many deadlines, and
+ * through a stop of every engine, also one that came while a peer was
+ * being probed; a peer that goes silent is still dead at
+ * the deadline after the last packet heard from it, plus at most one probe
+ * interval (keepalive_ns / 32). */
+static void lossy(void)
+{
+    static struct traffic t;
+    static struct sim s;
+    struct rel_config rc;
+    rel_config_default(&rc);
+    all_to_all(&t, &s, &rc, 500, 200, "loss=0.3,seed=31");
+    sim_run(&s, traffic_app, &t, 20 * SEC);
+    run_idle(&s, NULL, 20 * rc.dead_after_ns);
+    print_stats("traffic, then 20 deadlines idle", &s, 0);
+    check_no_deaths(&s);
+    s.now += 5 * SEC; /* every engine misses 5 s of timers */
+    run_idle(&s, NULL, 2 * rc.dead_after_ns);
+    check_no_deaths(&s);
+    /* the same while the others are probing node 1 (its host stopped
+     * first): they ask afresh, not conclude from probes sent 5 s ago */
+    s.nodes[1].down = 1;
+    run_idle(&s, NULL, rc.keepalive_ns + 100 * MS);
+    s.nodes[1].down = 0;
+    s.now += 5 * SEC;
+    run_idle(&s, NULL, 2 * rc.dead_after_ns);
+    check_no_deaths(&s);
+
+    uint64_t stop = s.now, probe = rc.keepalive_ns / 32;
+    s.nodes[3].down = 1;
+    run_idle(&s, NULL, rc.dead_after_ns + rc.keepalive_ns);
+    for (unsigned i = 0; i < 3; i++) {
+        struct sim_node *n = &s.nodes[i];
+        uint64_t heard = n->heard_at[3];
+        printf("node %u last heard node 3 %.3f s before it stopped, reported it dead %.3f s after that\n", i,
+               (double)(stop - heard) / SEC, (double)(n->dead_at[3] - heard) / SEC);
+        CHECK(n->dead_reports[3] == 1 && n->dead_why[3] == REL_DEAD_SILENT, "node %u: %u reports of node 3", i,
+              n->dead_reports[3]);
+        CHECK(n->dead_at[3] >= heard + rc.dead_after_ns && n->dead_at[3] <= heard + rc.dead_after_ns + probe,
+              "node %u reported node 3 dead %.3f s after it last heard from it", i,
+              (double)(n->dead_at[3] - heard) / SEC);
+        for (unsigned j = 0; j < 3; j++)
+            CHECK(!n->dead_reports[j], "node %u declared live node %u dead", i, j);
+    }
+    sim_fini(&s);
+}
+
 /* ---- a restarted peer ------------------------------------------------------------ */
 
 /* Keeps a copy of the first DATA packet node 1 sends to node 2. */
@@ -899,7 +949,7 @@ int main(int argc, char **argv)
             found = 1;
         }
     static const struct { const char *name; void (*fn)(void); } others[] = {
-        {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast},         {"stall", stall}, {"dead", dead},
+        {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast},         {"stall", stall}, {"dead", dead}, {"lossy", lossy},
         {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}, {"bytes", bytes}};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (!strcmp(what, others[i].name)) {
