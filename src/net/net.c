@@ -73,6 +73,7 @@ static struct {
     uint64_t last_rx;             /* when receive_batch last ran */
     int sockbuf;
     struct rel *rel[2];
+    struct wire_key key;          /* the job's secret, which the engines tag packets with */
     struct faults fsend, frecv;
     int faulty;
     net_deliver_fn deliver;
@@ -665,8 +666,10 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     c.self = (uint32_t)net.rank;
     c.nranks = (uint32_t)net.nranks;
     c.job = job_id;
-    c.key = (struct wire_key){net.peers[0].secret[0], net.peers[0].secret[1],
-                              strcmp(util_config_str(CFG_NET_AUTH), "header") == 0};
+    if (wire_key_init(&net.key, net.peers[0].secret[0], net.peers[0].secret[1],
+                      strcmp(util_config_str(CFG_NET_AUTH), "header") == 0) != SHOAL_OK)
+        return SHOAL_ENOMEM;
+    c.key = net.key;
     c.incarnation = me->incarnation;
     c.max_payload = (uint32_t)net.max_payload;
     c.dead_after_ns = (uint64_t)util_config_int(CFG_NET_DEAD_MS) * 1000000ull;
@@ -842,6 +845,7 @@ void net_fini(void)
     for (int ch = 0; ch < 2; ch++)
         if (net.rel[ch])
             rel_destroy(net.rel[ch]);
+    wire_key_fini(&net.key);
     fault_fini(&net.fsend);
     fault_fini(&net.frecv);
     for (int r = 0; net.conns && r < net.nranks; r++)

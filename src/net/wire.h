@@ -76,13 +76,20 @@ enum wire_verdict {
     WIRE_VERDICTS
 };
 
-/* The job's secret: the 128-bit SipHash key every packet's tag is made
- * with.  It never travels in a packet.  header_only: the tag covers the
- * 64 header bytes only (SHOAL_NET_AUTH=header), else header and payload. */
+/* The job's secret: a 128-bit SipHash key, and the NH key derived from it
+ * (wire_key_init).  It never travels in a packet.  header_only: the tag
+ * covers the 64 header bytes only (SHOAL_NET_AUTH=header), else header and
+ * payload. */
+#define WIRE_NH_WORDS (2u * ((WIRE_MAX_PAYLOAD + 7u) / 8u) + 4u) /* 32-bit NH key words */
 struct wire_key {
     uint64_t k0, k1;
     int header_only;
+    uint32_t *nh; /* WIRE_NH_WORDS, from wire_key_init */
 };
+
+/* Derives the NH key from (k0, k1); SHOAL_OK or SHOAL_ENOMEM. */
+int wire_key_init(struct wire_key *k, uint64_t k0, uint64_t k1, int header_only);
+void wire_key_fini(struct wire_key *k);
 
 /* What a receiver accepts: its job, secret and rank, the job size, and
  * whether checksums are required (raw frames) or checked when nonzero. */
@@ -95,9 +102,10 @@ struct wire_expect {
 
 uint32_t wire_crc32c(const void *buf, size_t n);
 
-/* The tag of the packet at buf: the header with its mac and csum fields
- * taken as zero, then (unless key->header_only) the len payload bytes
- * after it. */
+/* The tag of the packet at buf: SipHash-2-4 of the header with its mac
+ * and csum fields taken as zero, then (unless key->header_only) the two
+ * 64-bit NH hashes (Toeplitz-shifted keys) of the len payload bytes after
+ * it (docs/WIRE.md §6.1). */
 uint64_t wire_mac(const void *buf, size_t len, const struct wire_key *key);
 
 /* Writes the 64 header bytes (h->len says the payload's length) into buf,

@@ -193,8 +193,11 @@ static size_t make_packet(unsigned char *p, uint64_t job, void (*damage)(struct 
     if (damage)
         damage(&h);
     unsigned char payload[16] = {0};
-    const struct wire_key guess = {0x5eed, 0x5eed, 0};
-    return wire_encode(p, WIRE_HEADER_BYTES + 16, &h, payload, &guess, 1);
+    struct wire_key guess;
+    CHECK_RC(wire_key_init(&guess, 0x5eed, 0x5eed, 0), SHOAL_OK);
+    size_t n = wire_encode(p, WIRE_HEADER_BYTES + 16, &h, payload, &guess, 1);
+    wire_key_fini(&guess);
+    return n;
 }
 
 static void other_job(struct wire_header *h) { h->job ^= 1; }

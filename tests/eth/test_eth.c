@@ -41,7 +41,7 @@ static void count_kinds(struct eth_sock *s, unsigned char pkt[KINDS][WIRE_HEADER
 static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
 {
     const uint64_t job = 0x1234567890abcdefull;
-    const struct wire_key key = {0xfedcba0987654321ull, 0x0123456789abcdefull, 0};
+    const struct wire_key key = {0xfedcba0987654321ull, 0x0123456789abcdefull, 0, NULL}; /* no payloads */
     CHECK(a->loopback && b->loopback, "lo is not a loopback interface");
     CHECK_RC(eth_drop_own(a, job, 1), SHOAL_OK);
     unsigned char pkt[KINDS][WIRE_HEADER_BYTES];

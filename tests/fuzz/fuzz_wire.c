@@ -25,6 +25,7 @@
  * seeds for the same one (keep FUZZ_JOB, FUZZ_KEY0/1, FUZZ_SELF, FUZZ_NRANKS in
  * step with JOB, KEY, SELF, NRANKS there). */
 #include "net/wire.h"
+#include "shoal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,8 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     enum wire_verdict v[2];
     struct wire_header h[2];
     for (int need = 0; need <= 1; need++) {
+        static struct wire_key key;
+        if (!key.nh && wire_key_init(&key, FUZZ_KEY0, FUZZ_KEY1, 0) != SHOAL_OK)
+            abort();
         const struct wire_expect e = {
-            .job = FUZZ_JOB, .key = {FUZZ_KEY0, FUZZ_KEY1, 0}, .self = FUZZ_SELF, .nranks = FUZZ_NRANKS, .need_checksum = need};
+            .job = FUZZ_JOB, .key = key, .self = FUZZ_SELF, .nranks = FUZZ_NRANKS, .need_checksum = need};
         v[need] = wire_decode(data, n, &e, &h[need]);
         if ((unsigned)v[need] > WIRE_DROP_CHECKSUM)
             abort(); /* not a verdict of wire_decode's */

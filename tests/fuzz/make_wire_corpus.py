@@ -12,7 +12,7 @@ the same on every run.
 
 The layout is docs/WIRE.md's; JOB, KEY, SELF and NRANKS must equal FUZZ_JOB,
 FUZZ_KEY0/FUZZ_KEY1, FUZZ_SELF and FUZZ_NRANKS in fuzz_wire.c.  Packets carry the
-SipHash-2-4 tag under KEY that the receiver checks (the fuzzer's mutations break
+tag under KEY that the receiver checks (docs/WIRE.md §6.1) (the fuzzer's mutations break
 it, so the checks behind the tag are reached through these seeds).  Python 3 standard library
 only.
 """
@@ -91,6 +91,28 @@ def siphash24(key, data):
 assert siphash24((0x0706050403020100, 0x0F0E0D0C0B0A0908), bytes(range(15))) == 0xA129CA6149BE45E5
 
 
+def nh_key(key, words):
+    """The first `words` 32-bit NH key words: SipHash of 2^63 | i for even i, low half first."""
+    out = []
+    for i in range(0, words, 2):
+        w = siphash24(key, struct.pack("<Q", (1 << 63) | i))
+        out += [w & 0xFFFFFFFF, w >> 32]
+    return out[:words]
+
+
+def nh(key, payload):
+    """NH of the payload (zero-padded to 8 bytes) under the key and under it shifted by 4 words."""
+    padded = payload + bytes(-len(payload) % 8)
+    k = nh_key(key, len(padded) // 4 + 4)
+    sums = [0, 0]
+    for i in range(0, len(padded), 8):
+        m0, m1 = struct.unpack("<II", padded[i:i + 8])
+        for t in range(2):
+            kk = i // 4 + 4 * t
+            sums[t] += ((m0 + k[kk]) & 0xFFFFFFFF) * ((m1 + k[kk + 1]) & 0xFFFFFFFF)
+    return struct.pack("<QQ", sums[0] & M64, sums[1] & M64)
+
+
 def packet(ptype=DATA, payload=b"", csum=True, **f):
     """A packet from SELF's peer 2 (or f["src"]) to SELF; f overrides any header field."""
     h = dict(magic=MAGIC, version=VERSION, type=ptype, flags=0, job=JOB, mac=None, src=2,
@@ -104,8 +126,9 @@ def packet(ptype=DATA, payload=b"", csum=True, **f):
         return struct.pack(HEADER_FMT, h["magic"], h["version"], h["type"], h["flags"], h["job"], mac,
                            h["src"], h["dst"], h["src_inc"], h["dst_inc"], h["seq"], h["ack"], h["sack"],
                            h["credits"], h["len"])
-    # the tag: over the header with tag and checksum zero, then the payload
-    mac = h["mac"] if h["mac"] is not None else siphash24(f.get("tag_key", KEY), head(0) + bytes(4) + payload)
+    # the tag: over the header with tag and checksum zero, then the payload's two NH sums
+    tag_key = f.get("tag_key", KEY)
+    mac = h["mac"] if h["mac"] is not None else siphash24(tag_key, head(0) + bytes(4) + nh(tag_key, payload))
     head = head(mac)
     c = f.get("csum_value", crc32c(head) if csum else 0)
     return head + struct.pack("<I", c) + payload

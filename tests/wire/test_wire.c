@@ -7,6 +7,7 @@
  *
  *   test_wire layout|roundtrip|crc32c|siphash|verdicts|checksum|bitflip|encode_cap|verdict_names */
 #include "net/wire.h"
+#include "shoal.h"
 #include "../common/check.h"
 
 #include <stdint.h>
@@ -18,8 +19,8 @@
 /* The receiver every test decodes as.  Ranks and ids span several bytes so
  * that a field read with the wrong width or byte order cannot pass. */
 #define SELF 0x9f9e9d9cu
-static const struct wire_expect expect_base = {
-    .job = 0x8f8e8d8c8b8a8988ull, .key = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 0}, .self = SELF,
+static struct wire_expect expect_base = { /* its NH key: main */
+    .job = 0x8f8e8d8c8b8a8988ull, .key = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 0, NULL}, .self = SELF,
     .nranks = 0xfffffff0u};
 
 /* A header whose byte at offset i is 0x80 + i for every byte in 8..59 but
@@ -249,6 +250,22 @@ static uint64_t ref_siphash(uint64_t k0, uint64_t k1, const unsigned char *m, si
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+/* NH with the Toeplitz-shifted second key, word by word from the UMAC
+ * paper's definition. */
+static void ref_nh(const unsigned char *m, size_t n, const uint32_t *k, uint64_t out[2])
+{
+    out[0] = out[1] = 0;
+    for (size_t i = 0; i < n; i += 8) {
+        uint32_t w[2] = {0, 0};
+        for (size_t j = 0; j < 8 && i + j < n; j++)
+            w[j / 4] |= (uint32_t)m[i + j] << 8 * (j % 4);
+        for (int t = 0; t < 2; t++) {
+            const uint32_t *kk = k + i / 4 + 4 * (size_t)t;
+            out[t] += (uint64_t)(uint32_t)(w[0] + kk[0]) * (uint64_t)(uint32_t)(w[1] + kk[1]);
+        }
+    }
+}
+
 static void test_siphash(void)
 {
     unsigned char m[15];
@@ -257,20 +274,39 @@ static void test_siphash(void)
     /* the paper's Appendix A example: key 00..0f, message 00..0e */
     CHECK(ref_siphash(0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, m, 15) == 0xa129ca6149be45e5ull,
           "reference SipHash-2-4 is wrong");
-    static unsigned char buf[H + 300], flat[H + 300];
-    static const size_t lens[] = {0, 1, 7, 8, 9, 63, 64, 65, 200, 300};
-    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
-        for (int only = 0; only <= 1; only++) {
-            for (size_t i = 0; i < sizeof buf; i++)
-                buf[i] = (unsigned char)(i * 13 + 1);
-            memcpy(flat, buf, sizeof buf);
-            memset(flat + 16, 0, 8);
-            memset(flat + 60, 0, 4);
-            struct wire_key k = expect_base.key;
-            k.header_only = only;
-            uint64_t want = ref_siphash(k.k0, k.k1, flat, H + (only ? 0 : lens[l]));
-            CHECK(wire_mac(buf, lens[l], &k) == want, "wire_mac over %zu payload bytes (header only %d)", lens[l], only);
-        }
+    /* the NH key: SipHash of (2^63 | i) for word pairs i */
+    const struct wire_key *k = &expect_base.key;
+    for (uint32_t i = 0; i < WIRE_NH_WORDS; i += 1001) {
+        uint32_t even = i & ~1u;
+        unsigned char in[8];
+        for (int b = 0; b < 8; b++)
+            in[b] = (unsigned char)(((uint64_t)1 << 63 | even) >> 8 * b);
+        uint64_t w = ref_siphash(k->k0, k->k1, in, 8);
+        CHECK(k->nh[i] == (uint32_t)(i & 1 ? w >> 32 : w), "NH key word %u", i);
+    }
+    static unsigned char buf[H + WIRE_MAX_PAYLOAD], flat[H + 16];
+    static const size_t lens[] = {0, 1, 7, 8, 9, 63, 64, 65, 200, 1408, WIRE_MAX_PAYLOAD - 1, WIRE_MAX_PAYLOAD};
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)(i * 13 + 1 + (i >> 9));
+    memcpy(flat, buf, H);
+    memset(flat + 16, 0, 8);
+    memset(flat + 60, 0, 4);
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        uint64_t sums[2];
+        ref_nh(buf + H, lens[l], k->nh, sums);
+        for (int b = 0; b < 16; b++)
+            flat[H + b] = (unsigned char)(sums[b / 8] >> 8 * (b % 8));
+        uint64_t want = ref_siphash(k->k0, k->k1, flat, H + 16);
+        CHECK(wire_mac(buf, lens[l], k) == want, "wire_mac over %zu payload bytes", lens[l]);
+    }
+    struct wire_key only = *k;
+    only.header_only = 1;
+    CHECK(wire_mac(buf, 200, &only) == ref_siphash(k->k0, k->k1, flat, H), "wire_mac of the header only");
+    /* two payloads of one length that differ in one bit */
+    memcpy(flat, buf + H, 16);
+    uint64_t a = wire_mac(buf, 1408, k);
+    buf[H + 700] ^= 4;
+    CHECK(wire_mac(buf, 1408, k) != a, "a one-bit payload change kept the tag");
 }
 
 static void test_verdicts(void)
@@ -303,11 +339,14 @@ static void test_verdicts(void)
     m.job = 0;
     expect_header(&m, WIRE_DROP_JOB, "job 0");
     /* the tag: another secret, or any byte it covers changed after tagging */
-    static const struct wire_key guesses[] = {{0x0706050403020100ull, 0x0f0e0d0c0b0a0909ull, 0},
-                                              {0x0706050403020101ull, 0x0f0e0d0c0b0a0908ull, 0},
-                                              {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 1}};
+    static const uint64_t guesses[][3] = {{0x0706050403020100ull, 0x0f0e0d0c0b0a0909ull, 0},
+                                          {0x0706050403020101ull, 0x0f0e0d0c0b0a0908ull, 0},
+                                          {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 1}};
     for (size_t i = 0; i < sizeof guesses / sizeof guesses[0]; i++) {
-        CHECK(wire_encode(pkt, sizeof pkt, &h, payload, &guesses[i], 0) == n, "encode");
+        struct wire_key guess;
+        CHECK_RC(wire_key_init(&guess, guesses[i][0], guesses[i][1], (int)guesses[i][2]), SHOAL_OK);
+        CHECK(wire_encode(pkt, sizeof pkt, &h, payload, &guess, 0) == n, "encode");
+        wire_key_fini(&guess);
         expect_verdict(n, WIRE_DROP_AUTH, "tagged under another secret, or the header alone");
     }
     static const size_t covered[] = {5, 6, 24, 28, 32, 36, 40, 44, 48, 56, H, H + 4};
@@ -550,7 +589,9 @@ int main(int argc, char **argv)
     } tests[] = {{"layout", test_layout},         {"roundtrip", test_roundtrip},   {"crc32c", test_crc32c},
                  {"verdicts", test_verdicts},     {"checksum", test_checksum},     {"bitflip", test_bitflip},
                  {"encode_cap", test_encode_cap}, {"siphash", test_siphash}, {"verdict_names", test_verdict_names}};
-    CHECK(argc == 2, "usage: %s layout|roundtrip|crc32c|verdicts|checksum|bitflip|encode_cap|verdict_names", argv[0]);
+    CHECK(argc == 2, "usage: %s layout|roundtrip|crc32c|siphash|verdicts|checksum|bitflip|encode_cap|verdict_names",
+          argv[0]);
+    CHECK_RC(wire_key_init(&expect_base.key, expect_base.key.k0, expect_base.key.k1, 0), SHOAL_OK);
     fill_payload();
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (strcmp(argv[1], tests[i].name) == 0) {
