@@ -74,6 +74,7 @@ static struct {
     int sockbuf;
     struct rel *rel[2];
     struct wire_key key;          /* the job's secret, which the engines tag packets with */
+    struct wire_expect expect;    /* what this rank accepts (segment_unknown) */
     struct faults fsend, frecv;
     int faulty;
     net_deliver_fn deliver;
@@ -416,18 +417,31 @@ static void take_packet(const unsigned char *pkt, size_t len)
  * datagrams begin, never where a packet's own length field points, so a
  * datagram is one packet whatever it holds (seg NULL: every buffer is
  * one).  The engines may keep packets of it (engine_take). */
+/* Where the datagrams in a buffer of n bytes begin, when a single receive
+ * took no control message (seg 0, udp.h): a coalesced run's datagrams are
+ * all as long as its first, and a first datagram the job's tag
+ * authenticates says how long it is; otherwise (one datagram, or someone
+ * else's) the buffer is one piece, one verdict. */
+static size_t segment_unknown(const unsigned char *buf, size_t n)
+{
+    size_t first = wire_packet_bytes(buf, n);
+    struct wire_header h;
+    return first < n && wire_decode(buf, first, &net.expect, &h) == WIRE_OK ? first : n;
+}
+
 static void take_received(int got, const size_t *len, const size_t *seg)
 {
     for (int i = 0; i < got; i++) {
         const unsigned char *buf = net.rx.iov[i].iov_base;
         size_t at = 0, n = len[i];
+        size_t cut = !seg ? n : seg[i] ? seg[i] : segment_unknown(buf, n);
         net.rx_cur = i;
         net.rx_base = buf;
         net.rx_fill = n;
         net.rx_lent = -1;
-        net.stats.rx_coalesced += seg && seg[i] < n;
+        net.stats.rx_coalesced += cut < n;
         do {
-            size_t one = seg && seg[i] < n - at ? seg[i] : n - at;
+            size_t one = cut < n - at ? cut : n - at;
             take_packet(buf + at, one);
             at += one;
         } while (at < n);
@@ -682,6 +696,8 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     fault_parse(util_config_str(CFG_FAULTS), &fc, NULL, 0); /* validated when the config loaded */
     net.faulty = fault_active(&fc);
     c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
+    net.expect = (struct wire_expect){.job = c.job, .key = c.key, .self = c.self, .nranks = c.nranks,
+                                      .need_checksum = c.need_checksum};
     fault_init(&net.fsend, &fc, 2ull * (uint64_t)net.rank);
     fault_init(&net.frecv, &fc, 2ull * (uint64_t)net.rank + 1);
     static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead, .take = engine_take,

@@ -97,22 +97,14 @@ static int recv_failed(void)
     return errno == EAGAIN || errno == EINTR ? 0 : SHOAL_ESYS;
 }
 
-/* One datagram into entry 0: by recvmsg(2) when it brings a control
- * message, else by recvfrom(2), which copies no message header in.
- * MSG_TRUNC makes recvfrom return the datagram's real length, which tells
- * a truncated one as recvmsg's msg_flags do. */
+/* One datagram into entry 0 by recvfrom(2), which copies no message
+ * header in.  MSG_TRUNC makes it return the datagram's real length, which
+ * tells a truncated one as recvmmsg's msg_flags do. */
 static int recv_one(int fd, struct sock_rx *rx, int want_from)
 {
     struct mmsghdr *m = &rx->m[0];
-    ssize_t n;
-    if (rx->with_ctl) {
-        if ((n = recvmsg(fd, &m->msg_hdr, MSG_DONTWAIT)) < 0)
-            return recv_failed();
-        m->msg_len = (unsigned)n;
-        return 1;
-    }
     socklen_t fromlen = sizeof rx->from[0];
-    n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
+    ssize_t n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
                  want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
     if (n < 0)
         return recv_failed();
@@ -125,7 +117,8 @@ static int recv_one(int fd, struct sock_rx *rx, int want_from)
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from)
 {
     unsigned want = rx->batch ? rx->n : 1;
-    for (unsigned i = 0; rx->with_ctl && i < want; i++) /* the last receive shrank them to what it wrote */
+    rx->ctl_read = rx->with_ctl && want > 1;
+    for (unsigned i = 0; rx->ctl_read && i < want; i++) /* the last receive shrank them to what it wrote */
         rx->m[i].msg_hdr.msg_controllen = sizeof rx->ctl[i];
     int got;
     if (want == 1) {

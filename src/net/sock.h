@@ -48,6 +48,7 @@ struct sock_rx {
     union sock_ctl ctl[SOCK_BATCH];
     unsigned n;
     int with_ctl; /* entries receive control messages (set before sock_rx_set) */
+    int ctl_read; /* the last receive took them (a batch; a single datagram is taken without) */
     int batch;    /* the last receive filled what it asked for: ask for a batch next */
 };
 /* Entry i receives into buf (cap bytes), and with rx->with_ctl its
@@ -55,11 +56,13 @@ struct sock_rx {
 void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap);
 /* Receives without blocking into rx's first rx->n entries: how many
  * arrived (each entry's msg_len and msg_flags filled, with want_from its
- * `from`, with rx->with_ctl its msg_control and msg_controllen), or
- * SHOAL_ESYS.  One datagram is taken with recv(2) (recvmsg(2) for a
- * control message) unless the previous call found a backlog: recvmmsg
- * looks for a second datagram after the first, which in a ping-pong is a
- * wasted attempt per packet. */
+ * `from`, with rx->with_ctl and rx->ctl_read its msg_control and
+ * msg_controllen), or SHOAL_ESYS.  One datagram is taken with recvfrom(2)
+ * unless the previous call found a backlog: recvmmsg looks for a second
+ * datagram after the first, which in a ping-pong is a wasted attempt per
+ * packet; and recvmsg(2), which a control message needs, cost 4-5 % of a
+ * udp half round trip more than recvfrom (measured 2026-11-27), so a
+ * single receive goes without (ctl_read 0). */
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from);
 
 #endif

@@ -421,8 +421,8 @@ int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, size_t *
     for (int i = 0; i < got; i++) {
         const struct msghdr *h = &rx->m[i].msg_hdr;
         len[i] = h->msg_flags & MSG_TRUNC ? 0 : rx->m[i].msg_len;
-        size_t g = rx->with_ctl ? gro_segment(h) : 0;
-        seg[i] = g && g < len[i] ? g : len[i];
+        size_t g = rx->ctl_read ? gro_segment(h) : 0;
+        seg[i] = rx->with_ctl && !rx->ctl_read ? 0 : g && g < len[i] ? g : len[i];
         if (from)
             endpoint_of((struct sockaddr *)&rx->from[i], &from[i]);
     }

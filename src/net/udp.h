@@ -111,9 +111,12 @@ int udp_send(struct udp_sock *s, const struct udp_packet *pkts, unsigned n);
  * seg[i] the size of the datagrams in it, from[i] their source (from may
  * be NULL).  A buffer is one datagram (seg[i] = len[i]) unless the kernel
  * coalesced several of one size there and said so (UDP_GRO control
- * message, read when rx->with_ctl): then every seg[i] bytes from its
- * start begin a datagram, the last possibly shorter.  Never the lengths
- * that the datagrams' contents claim. */
+ * message, read when rx->ctl_read): then every seg[i] bytes from its
+ * start begin a datagram, the last possibly shorter.  seg[i] = 0: not
+ * known (rx->with_ctl, but a single receive, which takes no control
+ * message: sock.h): the caller may cut only where an authenticated first
+ * datagram says it ends (net.c, take_received).  Never the lengths that
+ * unauthenticated contents claim. */
 struct sock_rx;
 int udp_recv_batch(struct udp_sock *s, struct sock_rx *rx, size_t *len, size_t *seg, struct udp_endpoint *from);
 /* Text form "1.2.3.4:5000" / "[fd00::1]:5000" for messages. */

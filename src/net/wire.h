@@ -80,7 +80,7 @@ enum wire_verdict {
  * (wire_key_init).  It never travels in a packet.  header_only: the tag
  * covers the 64 header bytes only (SHOAL_NET_AUTH=header), else header and
  * payload. */
-#define WIRE_NH_WORDS (2u * ((WIRE_MAX_PAYLOAD + 7u) / 8u) + 4u) /* 32-bit NH key words */
+#define WIRE_NH_WORDS ((WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD + 7u) / 4u + 4u) /* 32-bit NH key words */
 struct wire_key {
     uint64_t k0, k1;
     int header_only;
@@ -102,10 +102,10 @@ struct wire_expect {
 
 uint32_t wire_crc32c(const void *buf, size_t n);
 
-/* The tag of the packet at buf: SipHash-2-4 of the header with its mac
- * and csum fields taken as zero, then (unless key->header_only) the two
- * 64-bit NH hashes (Toeplitz-shifted keys) of the len payload bytes after
- * it (docs/WIRE.md §6.1). */
+/* The tag of the packet at buf: SipHash-2-4 of the two 64-bit NH sums
+ * (Toeplitz-shifted keys) of the header, with its mac and csum fields taken
+ * as zero, followed by (unless key->header_only) the len payload bytes, and
+ * of the bytes hashed (docs/WIRE.md §6.1). */
 uint64_t wire_mac(const void *buf, size_t len, const struct wire_key *key);
 
 /* Writes the 64 header bytes (h->len says the payload's length) into buf,

@@ -41,7 +41,8 @@ static void count_kinds(struct eth_sock *s, unsigned char pkt[KINDS][WIRE_HEADER
 static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
 {
     const uint64_t job = 0x1234567890abcdefull;
-    const struct wire_key key = {0xfedcba0987654321ull, 0x0123456789abcdefull, 0, NULL}; /* no payloads */
+    struct wire_key key;
+    CHECK_RC(wire_key_init(&key, 0xfedcba0987654321ull, 0x0123456789abcdefull, 0), SHOAL_OK);
     CHECK(a->loopback && b->loopback, "lo is not a loopback interface");
     CHECK_RC(eth_drop_own(a, job, 1), SHOAL_OK);
     unsigned char pkt[KINDS][WIRE_HEADER_BYTES];
@@ -51,6 +52,7 @@ static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
     wire_encode_header(pkt[1], &h, &key, 1); /* another rank's */
     h.src = 1, h.dst = 2, h.job = job + 1;
     wire_encode_header(pkt[2], &h, &key, 1); /* another job's */
+    wire_key_fini(&key);
     int at_a[KINDS] = {0}, at_b[KINDS] = {0};
     count_kinds(a, pkt, at_a); /* empties a of the test above's frames */
     struct eth_frame tx[KINDS * EACH];

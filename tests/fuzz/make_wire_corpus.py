@@ -100,9 +100,9 @@ def nh_key(key, words):
     return out[:words]
 
 
-def nh(key, payload):
-    """NH of the payload (zero-padded to 8 bytes) under the key and under it shifted by 4 words."""
-    padded = payload + bytes(-len(payload) % 8)
+def nh(key, data):
+    """NH of data (zero-padded to 8 bytes) under the key and under it shifted by 4 words."""
+    padded = data + bytes(-len(data) % 8)
     k = nh_key(key, len(padded) // 4 + 4)
     sums = [0, 0]
     for i in range(0, len(padded), 8):
@@ -126,9 +126,10 @@ def packet(ptype=DATA, payload=b"", csum=True, **f):
         return struct.pack(HEADER_FMT, h["magic"], h["version"], h["type"], h["flags"], h["job"], mac,
                            h["src"], h["dst"], h["src_inc"], h["dst_inc"], h["seq"], h["ack"], h["sack"],
                            h["credits"], h["len"])
-    # the tag: over the header with tag and checksum zero, then the payload's two NH sums
+    # the tag: SipHash of the two NH sums of the header (tag and checksum zero) and payload, and their length
     tag_key = f.get("tag_key", KEY)
-    mac = h["mac"] if h["mac"] is not None else siphash24(tag_key, head(0) + bytes(4) + nh(tag_key, payload))
+    hashed = head(0) + bytes(4) + payload
+    mac = h["mac"] if h["mac"] is not None else siphash24(tag_key, nh(tag_key, hashed) + struct.pack("<Q", len(hashed)))
     head = head(mac)
     c = f.get("csum_value", crc32c(head) if csum else 0)
     return head + struct.pack("<I", c) + payload

@@ -216,9 +216,9 @@ static void test_crc32c(void)
     CHECK(wire_crc32c(b, 32) == 0x113fdb5cu, "bytes 31..0: 0x%08x", wire_crc32c(b, 32));
 }
 
-/* SipHash-2-4 straight from the paper's description, byte by byte: the
- * reference wire_mac must equal on header' (tag and checksum zero) then
- * payload. */
+/* SipHash-2-4 straight from the paper's description, byte by byte, and
+ * NH from UMAC's: wire_mac must equal SipHash of (NH sums, length) of the
+ * header with tag and checksum zero, then the payload. */
 static uint64_t ref_rotl(uint64_t x, int b) { return x << b | x >> (64 - b); }
 static void ref_round(uint64_t v[4])
 {
@@ -284,26 +284,32 @@ static void test_siphash(void)
         uint64_t w = ref_siphash(k->k0, k->k1, in, 8);
         CHECK(k->nh[i] == (uint32_t)(i & 1 ? w >> 32 : w), "NH key word %u", i);
     }
-    static unsigned char buf[H + WIRE_MAX_PAYLOAD], flat[H + 16];
-    static const size_t lens[] = {0, 1, 7, 8, 9, 63, 64, 65, 200, 1408, WIRE_MAX_PAYLOAD - 1, WIRE_MAX_PAYLOAD};
+    static unsigned char buf[H + WIRE_MAX_PAYLOAD], flat[H + WIRE_MAX_PAYLOAD];
+    static const size_t lens[] = {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 200, 1408, WIRE_MAX_PAYLOAD - 1,
+                                  WIRE_MAX_PAYLOAD};
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = (unsigned char)(i * 13 + 1 + (i >> 9));
-    memcpy(flat, buf, H);
+    memcpy(flat, buf, sizeof buf);
     memset(flat + 16, 0, 8);
     memset(flat + 60, 0, 4);
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
-        uint64_t sums[2];
-        ref_nh(buf + H, lens[l], k->nh, sums);
-        for (int b = 0; b < 16; b++)
-            flat[H + b] = (unsigned char)(sums[b / 8] >> 8 * (b % 8));
-        uint64_t want = ref_siphash(k->k0, k->k1, flat, H + 16);
-        CHECK(wire_mac(buf, lens[l], k) == want, "wire_mac over %zu payload bytes", lens[l]);
+        for (int only = 0; only <= 1; only++) {
+            size_t n = H + (only ? 0 : lens[l]);
+            uint64_t sums[2];
+            ref_nh(flat, n, k->nh, sums);
+            unsigned char in[24];
+            for (int b = 0; b < 8; b++) {
+                in[b] = (unsigned char)(sums[0] >> 8 * b);
+                in[8 + b] = (unsigned char)(sums[1] >> 8 * b);
+                in[16 + b] = (unsigned char)((uint64_t)n >> 8 * b);
+            }
+            struct wire_key mode = *k;
+            mode.header_only = only;
+            CHECK(wire_mac(buf, lens[l], &mode) == ref_siphash(k->k0, k->k1, in, 24),
+                  "wire_mac over %zu payload bytes, header only %d", lens[l], only);
+        }
     }
-    struct wire_key only = *k;
-    only.header_only = 1;
-    CHECK(wire_mac(buf, 200, &only) == ref_siphash(k->k0, k->k1, flat, H), "wire_mac of the header only");
     /* two payloads of one length that differ in one bit */
-    memcpy(flat, buf + H, 16);
     uint64_t a = wire_mac(buf, 1408, k);
     buf[H + 700] ^= 4;
     CHECK(wire_mac(buf, 1408, k) != a, "a one-bit payload change kept the tag");
