@@ -501,7 +501,6 @@ int am_init(struct shm_state *shm, int rank, int nranks)
     am.nranks = nranks;
     am.ctx = AM_CTX_NONE;
     am.depth = 0;
-    am.barrier_epoch = 0;
     memset(&am.stats, 0, sizeof am.stats);
 #ifdef NDEBUG
     int debug_build = 0;

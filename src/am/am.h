@@ -43,7 +43,6 @@ struct am_state {
     struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
     unsigned depth;
     uint64_t token_serial;
-    uint64_t barrier_epoch;
     struct am_segment segs[AM_MAX_SEGMENTS];
     struct shoal_stats stats;
     _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */

@@ -51,21 +51,27 @@ static struct {
 
 static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    (void)tok, (void)buf, (void)n;
+    (void)buf, (void)n;
+    if (nargs == 2)
+        coll_check(shoal_token_source(tok), args[0], COLL_KIND_BARRIER);
     if (nargs == 2 && args[1] < SHM_BARRIER_ROUNDS && am.net_barrier && am.net_barrier[args[1]] < args[0])
         am.net_barrier[args[1]] = args[0];
 }
 
 static void coll_arrive(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    (void)tok, (void)buf, (void)n;
-    if (nargs == 1)
-        bb.arrived[args[0] & 1]++;
+    (void)buf, (void)n;
+    if (nargs != 1)
+        return;
+    coll_check(shoal_token_source(tok), args[0], COLL_KIND_BARRIER);
+    bb.arrived[args[0] & 1]++;
 }
 
 static void coll_release(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    (void)tok, (void)buf, (void)n;
+    (void)buf, (void)n;
+    if (nargs == 1)
+        coll_check(shoal_token_source(tok), args[0], COLL_KIND_BARRIER);
     if (nargs == 1 && args[0] > bb.released)
         bb.released = args[0];
 }
@@ -77,6 +83,7 @@ static void coll_query(shoal_token_t tok, void *buf, size_t n, const uint64_t *a
     int src = shoal_token_source(tok);
     if (nargs != 1 || src <= 0 || src >= am.nranks || !bb.asked)
         return;
+    coll_check(src, args[0], COLL_KIND_BARRIER);
     if (args[0] <= bb.done)
         am_reply_internal(tok, COLL_H_RELEASE, NULL, 0, 1, &bb.done);
     else
@@ -101,6 +108,7 @@ void coll_fini(void)
     coll_bcast_fini();
     coll_reduce_fini();
     coll_tree_fini();
+    coll_seq_fini();
 }
 
 static void coll_send(int peer, unsigned handler, uint64_t epoch)
@@ -245,6 +253,16 @@ static void coll_cross_hosts(uint64_t epoch)
         coll_raise(am.shm->local[i], COLL_RELEASE_ROUND, epoch);
 }
 
+int coll_flag_writer(unsigned round)
+{
+    if (!bb.leaders || !am.shm)
+        return -1;
+    int n = am.shm->nlocal, me = am.shm->local_index[am.rank];
+    if (round < bb.host_rounds)
+        return am.shm->local[((me - (1 << round)) % n + n) % n];
+    return round == COLL_RELEASE_ROUND && bb.nleaders > 1 && me > 0 ? am.shm->local[0] : -1;
+}
+
 static void coll_wait_release(uint64_t epoch)
 {
     struct util_backoff b;
@@ -260,8 +278,8 @@ int shoal_barrier(void)
     int rc = am_blocking_allowed("shoal_barrier");
     if (rc)
         return rc;
-    uint64_t epoch = ++am.barrier_epoch;
     coll_layout();
+    uint64_t epoch = coll_begin(COLL_KIND_BARRIER);
     coll_disseminate(am.shm->local, am.shm->nlocal, am.shm->local_index[am.rank], 0, epoch);
     if (bb.nleaders > 1) {
         coll_listen(1);
@@ -271,6 +289,7 @@ int shoal_barrier(void)
             coll_wait_release(epoch);
         coll_listen(0);
     }
+    coll_end();
     am.stats.barriers++;
     return SHOAL_OK;
 }

@@ -126,6 +126,7 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
         return;
     if ((args[3] >> 32 & BC_VIA_BROADCAST) && am.shm->local[0] != am.rank)
         return; /* only a host's leader takes broadcast packets; its tree brings them here */
+    coll_check(shoal_token_source(tok), args[0], COLL_KIND_BCAST);
     coll_stash_route(&bc.early, bc.epoch, bc.active, shoal_token_source(tok), args, nargs, buf, n, bc_take);
 }
 
@@ -135,6 +136,7 @@ static void bc_ack(shoal_token_t tok, void *buf, size_t n, const uint64_t *args,
     (void)buf, (void)n;
     if (nargs != 2)
         return;
+    coll_check(shoal_token_source(tok), args[0], COLL_KIND_BCAST);
     int have = bc.kept.data && args[0] == bc.kept.epoch;
     if (!args[1]) {
         if (have && ++bc.kept.acks == bc.kept.sources) {
@@ -312,6 +314,7 @@ static void bc_run(struct bc_plan *p)
         if (bc_forward(p) && bc.arrived && bc.have == bc.n && acked)
             break;
         am_progress_wait(&b, 0);
+        coll_watch();
     }
 }
 
@@ -329,7 +332,7 @@ int shoal_broadcast(void *buf, size_t n, int root)
     struct bc_plan p;
     if ((rc = bc_plan(&p, root, n)) != SHOAL_OK)
         return rc;
-    bc.epoch++;
+    bc.epoch = coll_begin(COLL_KIND_BCAST);
     bc.active = 1;
     bc.buf = buf;
     bc.n = n;
@@ -346,6 +349,7 @@ int shoal_broadcast(void *buf, size_t n, int root)
     if (p.native)
         coll_listen(0);
     bc.active = 0;
+    coll_end();
     am.stats.broadcasts++;
     return SHOAL_OK;
 }

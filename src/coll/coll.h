@@ -5,6 +5,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- the identity of every collective (seq.c) ---- */
+enum coll_kind { COLL_KIND_BARRIER = 1, COLL_KIND_BCAST, COLL_KIND_REDUCE };
+/* A collective of kind k starts: its number, one more than the last (of
+ * any kind); it ends the job if a message already said another rank called
+ * another kind as this number. */
+uint64_t coll_begin(enum coll_kind k);
+void coll_end(void);
+/* The number of the collective in progress or the last one. */
+uint64_t coll_last(void);
+/* A message of collective #seq, kind k, from src: ends the job naming both
+ * ranks and calls if this rank called another kind as #seq, or is in
+ * shoal_finalize and #seq is past its last; else remembers it. */
+void coll_check(int src, uint64_t seq, enum coll_kind k);
+/* The same for the barrier flags in this rank's shared inbox, which no
+ * message announces: waits of the other collectives and shoal_finalize
+ * call it. */
+void coll_watch(void);
+/* shoal_finalize starts: any collective past the last one is a mismatch. */
+void coll_finalizing(void);
+void coll_seq_fini(void);
+/* Who raises this rank's shm barrier flag of round `round`, or -1 (none,
+ * or a flag that comes by message). */
+int coll_flag_writer(unsigned round);
+
 /* Registers the collectives' internal handlers (after am_init). */
 void coll_init(void);
 /* Forgets the job's layout (at finalize). */

@@ -62,8 +62,10 @@ static void rd_take(int src, const uint64_t *args, const void *data, size_t len)
 
 static void rd_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    if (nargs == RD_NARGS)
-        coll_stash_route(&rd.early, rd.epoch, rd.active, shoal_token_source(tok), args, nargs, buf, n, rd_take);
+    if (nargs != RD_NARGS)
+        return;
+    coll_check(shoal_token_source(tok), args[0], COLL_KIND_REDUCE);
+    coll_stash_route(&rd.early, rd.epoch, rd.active, shoal_token_source(tok), args, nargs, buf, n, rd_take);
 }
 
 void coll_reduce_init(void)
@@ -122,7 +124,7 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     int rc = coll_tree(&t, root, 1);
     if (rc)
         return rc;
-    rd.epoch++;
+    rd.epoch = coll_begin(COLL_KIND_REDUCE);
     rd.bytes = count * 8;
     rd.what = (uint64_t)type | (uint64_t)op << 8 | (uint64_t)root << 32;
     rd.nchildren = t.nchildren;
@@ -137,11 +139,14 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     struct util_backoff b;
     util_backoff_init(&b);
     for (int i = 0; i < rd.nchildren; i++) {
-        while (!rd.child[i].arrived || rd.child[i].got < rd.bytes)
+        while (!rd.child[i].arrived || rd.child[i].got < rd.bytes) {
             am_progress_wait(&b, 0);
+            coll_watch();
+        }
         rd_combine(acc, rd.child[i].buf, count, type, op);
     }
     rd.active = 0;
+    coll_end();
     if (t.parent < 0)
         return SHOAL_OK;
     size_t piece = coll_piece(t.parent, RD_NARGS), off = 0;

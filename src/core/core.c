@@ -21,9 +21,13 @@ static void core_fatal_hook(int exitcode, const char *msg)
     boot_abort_notify(exitcode, msg);
 }
 
+/* What the bootstrap runs while it waits for the other ranks (finalize's
+ * exchanges among them): handlers, and the check that no rank is in a
+ * collective this one will not join. */
 static void core_progress(void)
 {
     am_poll(0);
+    coll_watch();
 }
 
 int shoal_init(int *argc, char ***argv)
@@ -99,8 +103,10 @@ static void core_settle(struct am_quiet *q)
     am_quiet_state(q);
     while (q->unsettled && util_now_ns() < until) {
         am_progress_wait(&b, 0);
+        coll_watch();
         am_quiet_state(q);
     }
+    coll_watch();
     core_drain();
     am_quiet_state(q);
 }
@@ -178,6 +184,7 @@ int shoal_finalize(void)
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
+    coll_finalizing();
     rc = core_quiesce();
     rma_fini();
     am_net_fini();

@@ -18,7 +18,11 @@
  *   mismatch  rank 1 passes another length than the root: the job must
  *             end naming both (checked by the test's expected output);
  *   mismatch0 the same against an empty broadcast;
- *   rmismatch the same for a reduction's element count. */
+ *   rmismatch the same for a reduction's element count;
+ *   kinds     rank 0 calls shoal_barrier where the others call
+ *             shoal_broadcast: the job must end naming both calls;
+ *   finalize  rank 0 calls shoal_barrier where the others call
+ *             shoal_finalize: the same. */
 #include "coll/coll.h"
 #include "shoal.h"
 #include "../common/check.h"
@@ -261,6 +265,24 @@ static void test_rmismatch(void)
     CHECK(np < 2, "a reduction of mismatched counts returned");
 }
 
+static void test_kinds(void)
+{
+    uint64_t x = 7;
+    if (me == 0)
+        shoal_barrier();
+    else
+        shoal_broadcast(&x, sizeof x, 1);
+    CHECK(np < 2, "a barrier met a broadcast and returned");
+}
+
+static void test_finalize_mismatch(void)
+{
+    if (me == 0) {
+        shoal_barrier();
+        CHECK(np < 2, "a barrier met shoal_finalize and returned");
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t early = 0;
@@ -270,7 +292,7 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
-    CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch");
+    CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch|kinds|finalize");
     if (!strcmp(argv[1], "bcast"))
         test_bcast();
     else if (!strcmp(argv[1], "misuse"))
@@ -283,6 +305,10 @@ int main(int argc, char **argv)
         test_batched();
     else if (!strcmp(argv[1], "rmismatch"))
         test_rmismatch();
+    else if (!strcmp(argv[1], "kinds"))
+        test_kinds();
+    else if (!strcmp(argv[1], "finalize"))
+        test_finalize_mismatch();
     else
         CHECK(0, "unknown test %s", argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
