@@ -1,5 +1,6 @@
 /* Job control: the public entry points that tie the layers together. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
 #include "net/net.h"
@@ -35,6 +36,7 @@ int shoal_init(int *argc, char ***argv)
     int rc = util_config_load();
     if (rc)
         return rc;
+    hang_init(); /* before the launcher learns of us: it may ask at once */
     rc = boot_init(&boot);
     if (rc)
         return rc;
@@ -89,6 +91,7 @@ int shoal_finalize(void)
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
+    hang_push("shoal_finalize", -1, 0, NULL, NULL); /* am_fini clears it */
     /* After the first barrier no rank issues requests; draining then runs
      * every request, whose replies reach their targets before the second
      * barrier ends; replies send nothing, so the last drain empties all. */
@@ -173,8 +176,10 @@ int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
         return SHOAL_EINVAL;
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_wait_until", -1, value, (const void *)flag, hang_describe_flag);
     while (*flag < value)
         am_progress_wait(&b, 0);
+    hang_pop();
     *flag -= value;
     return SHOAL_OK;
 }

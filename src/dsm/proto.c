@@ -45,6 +45,45 @@ const char *dsm_call_name(unsigned c)
     return c < DSM_CALL_COUNT ? call_names[c] : "?";
 }
 
+/* A home in HomeIip: the directory holds the copies not yet acknowledged
+ * (D1), besides the requester the continuation serves. */
+static int describe_iip(const struct dsm_region *r, char *buf, size_t cap)
+{
+    int first = -1;
+    size_t k = 0;
+    int m = snprintf(buf, cap, "waits for %u invalidation acknowledgement(s) from the ranks holding copies:",
+                     r->num_acks);
+    k = m > 0 ? (size_t)m : 0;
+    for (uint32_t i = 0; i < r->ndir && k < cap; i++) {
+        if (r->dir[i].node == r->cont_node)
+            continue;
+        first = first < 0 ? (int)r->dir[i].node : first;
+        m = snprintf(buf + k, cap - k, " %u", r->dir[i].node);
+        k += m > 0 ? (size_t)m : 0;
+    }
+    return first;
+}
+
+int dsm_describe_wait(const struct dsm_region *r, char *buf, size_t cap)
+{
+    uint32_t home = DSM_RID_HOME(r->rid);
+    int m = snprintf(buf, cap, "region %u:%u in state %s, ", home, DSM_RID_SEQ(r->rid), dsm_state_name(r->state));
+    size_t k = m > 0 && (size_t)m < cap ? (size_t)m : cap;
+    switch (r->state) {
+    case DSM_HOME_IIP:
+    case DSM_HOME_IIP_SPECIAL:
+        return describe_iip(r, buf + k, cap - k);
+    case DSM_REMOTE_INVALID_REQ:
+    case DSM_REMOTE_SHARED_REQ:
+        snprintf(buf + k, cap - k, "waits for its home, rank %u, to grant the %s it asked for", home,
+                 r->state == DSM_REMOTE_SHARED_REQ ? "upgrade (MsgModifyReq)" : "copy");
+        return (int)home;
+    default:
+        snprintf(buf + k, cap - k, "waits for its home, rank %u, to answer", home);
+        return (int)home;
+    }
+}
+
 void dsm_describe(const struct dsm_node *node, const struct dsm_region *r, const char *what, char *buf,
                   size_t cap)
 {
