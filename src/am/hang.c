@@ -82,14 +82,15 @@ static void hang_event_text(const struct hang_event *e, char *buf, size_t n)
     }
 }
 
-/* The newest event that is a request this rank sent or tried to send:
- * whoever a wait for a flag most likely waits on. */
+/* The newest event that is a request of the application's that this rank
+ * sent or tried to send: whoever a wait for a flag most likely waits on
+ * (the library's own messages, a barrier's flags, say nothing of that). */
 static const struct hang_event *hang_last_request(void)
 {
     uint32_t kept = hang.nev < HANG_EVENTS ? hang.nev : HANG_EVENTS;
     for (uint32_t i = 1; i <= kept; i++) {
         const struct hang_event *e = &hang.ev[(hang.nev - i) & (HANG_EVENTS - 1)];
-        if ((e->what & 3) != HANG_EV_RECEIVED && ((e->what >> 2) & 1) == AM_REQ)
+        if ((e->what & 3) != HANG_EV_RECEIVED && ((e->what >> 2) & 1) == AM_REQ && e->handler < AM_INTERNAL_BASE)
             return e;
     }
     return NULL;
