@@ -13,7 +13,6 @@
 
 struct hang_state hang;
 
-static struct sigaction saved_quit;
 static int installed;
 /* The timer's view: what progress looked like at its last look, since when. */
 static uint64_t idle_since_ns, idle_mark;
@@ -32,12 +31,12 @@ void hang_init(void)
     hang.timer_ns = (uint64_t)util_config_int(CFG_HANG_REPORT) * 1000000000ull;
     idle_since_ns = 0;
     idle_reported = 0;
-    if (installed)
-        return;
-    /* SA_RESTART: the application's own system calls never see EINTR */
-    struct sigaction sa = {.sa_handler = hang_on_signal, .sa_flags = SA_RESTART};
-    sigemptyset(&sa.sa_mask);
-    installed = sigaction(SIGQUIT, &sa, &saved_quit) == 0;
+    if (!installed) {
+        /* SA_RESTART: the application's own system calls never see EINTR */
+        struct sigaction sa = {.sa_handler = hang_on_signal, .sa_flags = SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGQUIT, &sa, NULL) == 0;
+    }
     if (installed)
         boot_hang_ready();
 }
@@ -45,9 +44,6 @@ void hang_init(void)
 void hang_fini(void)
 {
     hang.depth = 0;
-    if (installed)
-        sigaction(SIGQUIT, &saved_quit, NULL);
-    installed = 0;
     hang.timer_ns = 0;
 }
 

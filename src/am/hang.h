@@ -85,9 +85,12 @@ static inline void hang_event(unsigned what, unsigned cls, int peer, unsigned ha
 }
 
 /* Installs the SIGQUIT handler (before the launcher learns of this rank,
- * so it never asks a rank that would dump core) and reads the timer. */
+ * so it never asks a rank that would dump core) and reads the timer.  The
+ * handler stays for the life of the process: a launcher that asks just as
+ * a rank finalizes must not make it dump core; a flag nobody reads is
+ * harmless. */
 void hang_init(void);
-/* Puts back the signal disposition hang_init found. */
+/* Forgets the waits (shoal_finalize is returning) and stops the timer. */
 void hang_fini(void);
 
 /* describe for a wait on a flag (obj) to reach value: the rank is a guess,

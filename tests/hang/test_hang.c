@@ -8,12 +8,16 @@
  *   crl (3 ranks): rank 1 forgets rgn_end_write on a region homed at rank
  *     0 and waits in shoal_barrier; rank 0 waits in rgn_start_read and
  *     rank 2 in rgn_start_write on that region.
- * Each waits forever: the launcher's --timeout or a signal ends it. */
+ * Each waits forever: the launcher's --timeout or a signal ends it.
+ *   slow (2 ranks): no hang: rank 1 computes for 3 s while rank 0 waits in
+ *     a barrier, then both finalize; a report asked meanwhile must not
+ *     change the job. */
 #include "../common/check.h"
 #include "shoal.h"
 #include "shoal/crl.h"
 
 #include <string.h>
+#include <time.h>
 
 enum { H_REQ = 1, H_REP = 2, H_TYPO = 7, H_GO = 3, H_RID = 4 };
 
@@ -95,9 +99,22 @@ static void forgotten_end_write(int me)
     crl_exit();
 }
 
+static void slow(int me)
+{
+    if (me == 1) {
+        double t0 = test_now();
+        while (test_now() - t0 < 3.0) { /* computing: a signal cuts a sleep short */
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    shoal_barrier();
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+}
+
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl");
+    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl|slow");
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_REQ, on_req), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_REP, on_rep), SHOAL_OK);
@@ -111,6 +128,8 @@ int main(int argc, char **argv)
         skipped_barrier(me);
     else if (!strcmp(argv[1], "crl"))
         forgotten_end_write(me);
+    else if (!strcmp(argv[1], "slow"))
+        slow(me);
     else
         CHECK(0, "unknown mode %s", argv[1]);
     return 0;

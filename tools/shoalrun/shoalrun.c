@@ -1120,15 +1120,16 @@ static void hang_ask(int then_fail, const char *fmt, ...)
     hang_check_done();
 }
 
-/* A report from rank r; one nobody asked for (SHOAL_HANG_REPORT, or a
- * SIGQUIT sent to the rank itself) asks all the others. */
+/* A report from rank r.  One of its own (SHOAL_HANG_REPORT) asks all the
+ * others; an answer that comes after its collection ended (the rank was
+ * computing) was printed by the rank and is left at that: taking it as a
+ * new ask would chain collections for as long as some rank answers late. */
 static void judge_hang(struct rank *r, uint32_t why, const struct boot_hang *report)
 {
-    if (L.failed)
+    if (L.failed || (!L.hang_until && why != BOOT_HANG_TIMER))
         return;
     if (!L.hang_until)
-        hang_ask(0, "rank %d %s", rank_of(r),
-                 why == BOOT_HANG_TIMER ? "made no progress for SHOAL_HANG_REPORT seconds" : "reported a hang");
+        hang_ask(0, "rank %d made no progress for SHOAL_HANG_REPORT seconds", rank_of(r));
     r->hang = *report;
     r->hang.call[sizeof r->hang.call - 1] = '\0';
     r->hang.what[sizeof r->hang.what - 1] = '\0';
