@@ -211,6 +211,7 @@ static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int
 static void am_net_run(uint32_t peer, enum am_class cls, const struct am_net_hdr *h, const uint64_t *args,
                        void *buf)
 {
+    hang_event(HANG_EV_RECEIVED, cls, (int)peer, h->handler, 1);
     am_run_handler((int)peer, cls, h->handler, h->nargs, args, h->kind == AM_SHORT ? NULL : buf, h->total);
 }
 

@@ -70,10 +70,15 @@ static void hang_event_text(const struct hang_event *e, char *buf, size_t n)
         snprintf(buf, n, "sent %s %s to rank %d", cls[c], h, (int)e->peer);
         break;
     case HANG_EV_RECEIVED:
-        snprintf(buf, n, "received %s %s from rank %d", cls[c], h, (int)e->peer);
+        if (e->aux == 1)
+            snprintf(buf, n, "received %s %s from rank %d", cls[c], h, (int)e->peer);
+        else if (e->aux > 1)
+            snprintf(buf, n, "received %d %ss from rank %d, the first for %s", e->aux, cls[c], (int)e->peer, h);
+        else
+            snprintf(buf, n, "received %ss from rank %d, the first for %s", cls[c], (int)e->peer, h);
         break;
     default:
-        snprintf(buf, n, "%s %s to rank %d refused: %s", cls[c], h, (int)e->peer, shoal_strerror(e->rc));
+        snprintf(buf, n, "%s %s to rank %d refused: %s", cls[c], h, (int)e->peer, shoal_strerror(e->aux));
         break;
     }
 }
@@ -104,7 +109,7 @@ int hang_describe_flag(const struct hang_wait *w, char *buf, size_t n)
     hang_handler_name(e->handler, h, sizeof h);
     if ((e->what & 3) == HANG_EV_REFUSED)
         snprintf(buf + k, n - (size_t)k, " (a reply from rank %d? the last request to it, %s, was refused: %s)",
-                 (int)e->peer, h, shoal_strerror(e->rc));
+                 (int)e->peer, h, shoal_strerror(e->aux));
     else
         snprintf(buf + k, n - (size_t)k, " (a reply from rank %d? the last request went there, %s)",
                  (int)e->peer, h);

@@ -30,12 +30,13 @@ struct hang_wait {
     hang_describe_fn describe; /* NULL: "waits for rank <peer>" */
 };
 
-/* One message this rank sent or received (or a send refused). */
+/* One message this rank sent, a send refused, or messages received from
+ * one peer in one poll (the first one's handler). */
 struct hang_event {
     uint32_t peer;
     uint16_t handler;
     uint8_t what; /* HANG_EV_* | class << 2 */
-    int8_t rc;    /* a refused send's error code; 0 otherwise */
+    int8_t aux;   /* refused: the error code; received: how many (0: not known) */
 };
 enum { HANG_EV_SENT = 0, HANG_EV_RECEIVED = 1, HANG_EV_REFUSED = 2 };
 
@@ -78,10 +79,20 @@ static inline void hang_refine(int peer, uint64_t value)
     hang.seq++;
 }
 
-static inline void hang_event(unsigned what, unsigned cls, int peer, unsigned handler, int rc)
+/* Records an event; returns its number for hang_event_count. */
+static inline uint32_t hang_event(unsigned what, unsigned cls, int peer, unsigned handler, int aux)
 {
-    hang.ev[hang.nev++ & (HANG_EVENTS - 1)] =
-        (struct hang_event){(uint32_t)peer, (uint16_t)handler, (uint8_t)(what | cls << 2), (int8_t)rc};
+    uint32_t n = hang.nev++;
+    hang.ev[n & (HANG_EVENTS - 1)] =
+        (struct hang_event){(uint32_t)peer, (uint16_t)handler, (uint8_t)(what | cls << 2), (int8_t)aux};
+    return n;
+}
+
+/* Receive event n stands for count messages; unknown (0) if events came
+ * after it meanwhile (sent by its handlers) or the count does not fit. */
+static inline void hang_event_count(uint32_t n, unsigned count)
+{
+    hang.ev[n & (HANG_EVENTS - 1)].aux = hang.nev == n + 1 && count <= 127 ? (int8_t)count : 0;
 }
 
 /* Installs the SIGQUIT handler (before the launcher learns of this rank,
