@@ -50,10 +50,9 @@ const char *dsm_call_name(unsigned c)
 static int describe_iip(const struct dsm_region *r, char *buf, size_t cap)
 {
     int first = -1;
-    size_t k = 0;
-    int m = snprintf(buf, cap, "waits for %u invalidation acknowledgement(s) from the ranks holding copies:",
-                     r->num_acks);
-    k = m > 0 ? (size_t)m : 0;
+    int m = snprintf(buf, cap, "expects %u MsgInvalidateAck(Data)%s from the ranks holding copies:", r->num_acks,
+                     r->state == DSM_HOME_IIP_SPECIAL ? " or MsgRelease" : "");
+    size_t k = m > 0 ? (size_t)m : 0;
     for (uint32_t i = 0; i < r->ndir && k < cap; i++) {
         if (r->dir[i].node == r->cont_node)
             continue;
@@ -62,6 +61,15 @@ static int describe_iip(const struct dsm_region *r, char *buf, size_t cap)
         k += m > 0 ? (size_t)m : 0;
     }
     return first;
+}
+
+/* The grant a remote copy in a *Req state waits for, by the start asking. */
+static const char *expected_grant(const struct dsm_region *r)
+{
+    if (r->state == DSM_REMOTE_SHARED_REQ)
+        return "MsgModifyAck(Data)";
+    return (r->calls & 0xff) == DSM_CALL_START_READ ? msg_names[DSM_MSG_SHARED_ACK_DATA]
+                                                     : msg_names[DSM_MSG_EXCLUSIVE_ACK_DATA];
 }
 
 int dsm_describe_wait(const struct dsm_region *r, char *buf, size_t cap)
@@ -75,8 +83,7 @@ int dsm_describe_wait(const struct dsm_region *r, char *buf, size_t cap)
         return describe_iip(r, buf + k, cap - k);
     case DSM_REMOTE_INVALID_REQ:
     case DSM_REMOTE_SHARED_REQ:
-        snprintf(buf + k, cap - k, "waits for its home, rank %u, to grant the %s it asked for", home,
-                 r->state == DSM_REMOTE_SHARED_REQ ? "upgrade (MsgModifyReq)" : "copy");
+        snprintf(buf + k, cap - k, "expects %s from its home, rank %u", expected_grant(r), home);
         return (int)home;
     default:
         snprintf(buf + k, cap - k, "waits for its home, rank %u, to answer", home);
