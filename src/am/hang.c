@@ -206,13 +206,17 @@ static void hang_report(const char *why, unsigned boot_why)
 
 void hang_check_slow(void)
 {
+    uint64_t now = util_now_ns(), mark = (uint64_t)hang.seq << 32 | hang.nev;
+    hang.steps = 0;
     if (hang.asked) {
         hang.asked = 0;
         hang_report("asked (SIGQUIT)", BOOT_HANG_ASKED);
+        /* this stretch is reported: the timer stays quiet until progress */
+        idle_mark = mark;
+        idle_since_ns = now;
+        idle_reported = 1;
         return;
     }
-    hang.steps = 0;
-    uint64_t now = util_now_ns(), mark = (uint64_t)hang.seq << 32 | hang.nev;
     if (mark != idle_mark || idle_since_ns == 0) {
         idle_mark = mark;
         idle_since_ns = now;

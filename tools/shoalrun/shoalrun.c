@@ -694,8 +694,9 @@ static void signal_ranks(int sig)
     for (int i = 0; i < L.np; i++) {
         const struct rank *r = &L.r[i];
         /* SIGQUIT asks for a hang report: only of a rank that has the
-         * handler (it would dump core otherwise) and is not done. */
-        if (sig == SIGQUIT && (!r->hang_ok || r->finalized))
+         * handler (it would dump core otherwise), is not done, and has not
+         * reported already (its own report started the collection). */
+        if (sig == SIGQUIT && (!r->hang_ok || r->finalized || r->hang_seen))
             continue;
         if (r->pid > 0 && !r->exited)
             kill(r->pid, sig);
@@ -1092,6 +1093,8 @@ static void hang_finish(void)
 
 static void hang_check_done(void)
 {
+    if (!L.hang_until)
+        return;
     for (int i = 0; i < L.np; i++)
         if (hang_awaited(&L.r[i]))
             return;
@@ -1099,9 +1102,11 @@ static void hang_check_done(void)
 }
 
 /* Asks every running rank for its report (SIGQUIT) and collects them for
- * at most HANG_COLLECT_MS; then_fail: end the job after the summary. */
-static void hang_ask(int then_fail, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void hang_ask(int then_fail, const char *fmt, ...)
+ * at most HANG_COLLECT_MS; then_fail: end the job after the summary;
+ * reporter: the rank whose own report started it (not asked again). */
+static void hang_ask(int then_fail, struct rank *reporter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void hang_ask(int then_fail, struct rank *reporter, const char *fmt, ...)
 {
     if (L.failed)
         return; /* the job is ending already */
@@ -1114,7 +1119,7 @@ static void hang_ask(int then_fail, const char *fmt, ...)
     va_end(ap);
     say("%s; asking the ranks what they wait for", L.hang_why);
     for (int i = 0; i < L.np; i++)
-        L.r[i].hang_seen = 0;
+        L.r[i].hang_seen = &L.r[i] == reporter;
     L.hang_until = util_now_ns() + HANG_COLLECT_MS * MS;
     signal_ranks(SIGQUIT);
     hang_check_done();
@@ -1128,11 +1133,11 @@ static void judge_hang(struct rank *r, uint32_t why, const struct boot_hang *rep
 {
     if (L.failed || (!L.hang_until && why != BOOT_HANG_TIMER))
         return;
-    if (!L.hang_until)
-        hang_ask(0, "rank %d made no progress for SHOAL_HANG_REPORT seconds", rank_of(r));
     r->hang = *report;
     r->hang.call[sizeof r->hang.call - 1] = '\0';
     r->hang.what[sizeof r->hang.what - 1] = '\0';
+    if (!L.hang_until)
+        hang_ask(0, r, "rank %d made no progress for SHOAL_HANG_REPORT seconds", rank_of(r));
     r->hang_seen = 1;
     hang_check_done();
 }
@@ -1647,7 +1652,7 @@ static void on_signals(void)
             if (L.role == ROLE_AGENT)
                 signal_ranks(SIGQUIT);
             else if (!L.failed)
-                hang_ask(0, "asked by SIGQUIT");
+                hang_ask(0, NULL, "asked by SIGQUIT");
             continue;
         }
         if (L.failed || L.reported)
@@ -1664,7 +1669,7 @@ static void run_timers(uint64_t now)
 {
     if (L.timeout_at && now >= L.timeout_at) {
         L.timeout_at = 0;
-        hang_ask(1, "job timed out after %g s", L.timeout);
+        hang_ask(1, NULL, "job timed out after %g s", L.timeout);
     }
     if (L.hang_until && now >= L.hang_until)
         hang_finish();
