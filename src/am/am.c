@@ -1,9 +1,11 @@
 /* Active messages over the shm rings (seed 002 contract). */
 #include "am/am.h"
+#include "am/hang.h"
 #include "boot/boot.h"
 #include "net/net.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -101,6 +103,7 @@ void am_progress_wait(struct util_backoff *b, int replies_only)
 
 void am_wait_step(struct util_backoff *b)
 {
+    hang_check();
     if (UTIL_UNLIKELY(am.net_block_ns) && b->spins >= AM_BLOCK_AFTER_POLLS) {
         net_wait(am.net_block_ns); /* no CPU until something happens */
         am_check_launcher(); /* the sleep may have been long */
@@ -161,17 +164,24 @@ static void am_dispatch(int src, enum am_class cls, const struct ring_slot *s, u
 /* Bounded per ring per call, so one busy sender cannot starve the rest. */
 #define AM_POLL_BATCH 64u
 
+/* A batch is one hang event, recorded before its handlers run (their sends
+ * come after it): one per message cost a one-way flood 10 % of its rate. */
 static inline __attribute__((always_inline)) unsigned am_poll_ring(struct ring_rx *rx, int src,
                                                                   enum am_class cls)
 {
     unsigned done = 0;
     uint64_t ctl;
     const struct ring_slot *s;
+    uint32_t ev = 0;
     while (done < AM_POLL_BATCH && (s = ring_rx_peek(rx, &ctl)) != NULL) {
+        if (done == 0)
+            ev = hang_event(HANG_EV_RECEIVED, cls, src, (unsigned)(ring_ctl_tag(ctl) & (AM_MAX_INDEX - 1)), 1);
         am_dispatch(src, cls, s, ctl);
         ring_rx_release(rx, ring_ctl_slots(ctl));
         done++;
     }
+    if (done > 1)
+        hang_event_count(ev, done);
     return done;
 }
 
@@ -236,7 +246,14 @@ unsigned am_poll(int replies_only)
 
 /* ---- send side ---------------------------------------------------------- */
 
-static int am_wait_for_room(struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
+int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "no room for a %s to rank %d (credits): waits for it to take messages",
+             w->value == AM_REP ? "reply" : "request", w->peer);
+    return w->peer;
+}
+
+static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
                             struct ring_slot **slot)
 {
     if (flags & SHOAL_IMMEDIATE)
@@ -244,11 +261,13 @@ static int am_wait_for_room(struct ring_tx *tx, enum am_class cls, uint32_t m, u
     am.stats.send_stalls++;
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("a send", dest, cls, NULL, am_describe_credits);
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
      * never send, so this cannot deadlock (seed 002, CMAM's two networks). */
     while ((*slot = ring_tx_reserve(tx, m)) == NULL)
         am_progress_wait(&b, cls == AM_REP);
+    hang_pop();
     return SHOAL_OK;
 }
 
@@ -256,6 +275,7 @@ static inline __attribute__((always_inline)) int
 am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
         const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
+    hang_event(HANG_EV_SENT, cls, dest, handler, 0);
     if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
         return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
     struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
@@ -264,7 +284,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     uint32_t m = am_slots(payload_at + (kind == AM_MEDIUM ? nbytes : 0));
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
-        int rc = am_wait_for_room(tx, cls, m, flags, &slot);
+        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot);
         if (rc)
             return rc;
     }
@@ -327,7 +347,10 @@ static int am_check_request(int dest, unsigned handler, unsigned flags, unsigned
     am_thread_note(call);
     if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE))
         return am_rule_violation(call);
-    return am_check_common(dest, handler, flags, nargs, args);
+    int rc = am_check_common(dest, handler, flags, nargs, args);
+    if (UTIL_UNLIKELY(rc))
+        hang_event(HANG_EV_REFUSED, AM_REQ, dest, handler, rc);
+    return rc;
 }
 
 /* A reply: only from the request handler now running (the innermost call),
@@ -345,7 +368,10 @@ static int am_check_reply(struct am_frame *f, unsigned handler, unsigned flags, 
 {
     if (UTIL_UNLIKELY(!f))
         return am_rule_violation(call);
-    return am_check_common(f->src, handler, flags, nargs, args);
+    int rc = am_check_common(f->src, handler, flags, nargs, args);
+    if (UTIL_UNLIKELY(rc))
+        hang_event(HANG_EV_REFUSED, AM_REP, f->src, handler, rc);
+    return rc;
 }
 
 static int am_check_long(int dest, shoal_seg_t seg, size_t offset, size_t nbytes)
@@ -524,6 +550,7 @@ size_t am_medium_limit(uint32_t ring_slots)
 
 void am_fini(void)
 {
+    hang_fini();
     am_seg_fini();
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */

@@ -122,6 +122,11 @@ static inline int am_is_remote(int rank)
     return am.remote && am.remote[rank];
 }
 
+/* hang_describe_fn for a send that waits for room to w->peer (value: the
+ * class); am_net.c's window waits use it too. */
+struct hang_wait;
+int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
+
 /* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */
 int am_rule_violation(const char *what);
 

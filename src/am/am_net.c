@@ -11,6 +11,7 @@
  * fragments before it can start another of that class (handlers, which
  * run while it waits, only send replies).  Layout: docs/WIRE.md §10. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "boot/boot.h"
 #include "net/net.h"
 #include "util/util.h"
@@ -71,12 +72,16 @@ static int am_net_push(int dest, enum am_class cls, const unsigned char *head, s
 {
     struct util_backoff b;
     util_backoff_init(&b);
-    int rc;
-    while ((rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN) {
+    int rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen);
+    if (UTIL_LIKELY(rc != SHOAL_EAGAIN))
+        return rc;
+    hang_push("a send", dest, cls, NULL, am_describe_credits);
+    do {
         if (b.spins == 0)
             am.stats.send_stalls++;
         am_progress_wait(&b, cls == AM_REP);
-    }
+    } while ((rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN);
+    hang_pop();
     return rc;
 }
 
@@ -207,6 +212,7 @@ static const char *am_check_fragment(const struct am_net_hdr *h, size_t len, int
 static void am_net_run(uint32_t peer, enum am_class cls, int bcast, const struct am_net_hdr *h,
                        const uint64_t *args, void *buf)
 {
+    hang_event(HANG_EV_RECEIVED, cls, (int)peer, h->handler, 1);
     am_run_handler((int)peer, cls, h->handler, h->nargs, args, h->kind == AM_SHORT ? NULL : buf, h->total);
     an.bcasts_run += (uint64_t)bcast;
 }

@@ -27,6 +27,7 @@
 
 static struct {
     int inited;
+    int hang_ready;                    /* boot_hang_ready was called */
     int net_local;                     /* SHOAL_NET_LOCAL=1: every rank its own host for shm */
     int sock;                          /* -1 for a singleton */
     int rank, size;
@@ -156,7 +157,7 @@ static int join_launcher(uint64_t job_id)
 {
     struct boot_hello hello = {.job_id = job_id, .rank = (uint32_t)st.rank,
                                .pid = (uint32_t)getpid()};
-    return send_msg(BOOT_MSG_HELLO, 0, &hello, sizeof hello, NULL, 0);
+    return send_msg(BOOT_MSG_HELLO, st.hang_ready ? BOOT_HELLO_HANG : 0, &hello, sizeof hello, NULL, 0);
 }
 
 static int init_launched(struct boot_info *out)
@@ -424,6 +425,17 @@ void boot_abort_notify(int exitcode, const char *msg)
                     (uint32_t)len, NULL, 0);
 }
 
+void boot_hang_ready(void)
+{
+    st.hang_ready = 1;
+}
+
+void boot_hang_report(const struct boot_hang *report, unsigned why)
+{
+    if (st.sock >= 0)
+        boot_proto_send(st.sock, MSG_DONTWAIT, BOOT_MSG_HANG, why, report, sizeof *report, NULL, 0);
+}
+
 static void boot_teardown(int finalized)
 {
     if (st.sock >= 0) {
@@ -435,6 +447,7 @@ static void boot_teardown(int finalized)
     st.sock = -1;
     st.job = NULL;
     st.inited = 0;
+    st.hang_ready = 0;
     progress_hook = NULL;
 }
 

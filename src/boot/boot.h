@@ -76,6 +76,14 @@ int boot_barrier(void);
  * the launcher can report it and end the other ranks.  Best effort. */
 void boot_abort_notify(int exitcode, const char *msg);
 
+/* Before boot_init: this process reports hangs on SIGQUIT, which HELLO
+ * tells the launcher (it signals no other rank). */
+void boot_hang_ready(void);
+/* Sends the launcher this rank's hang report (why: BOOT_HANG_*).  Best
+ * effort, never blocks; nothing for a singleton. */
+struct boot_hang;
+void boot_hang_report(const struct boot_hang *report, unsigned why);
+
 /* Non-zero once the launcher has recorded a failed rank; then *rank and
  * reason are filled.  Cheap: one load of a line nobody writes normally. */
 int boot_peer_failed(int *rank, const char **reason);

@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #define BOOT_PROTO_MAGIC 0x54424853u     /* "SHBT" read as little-endian bytes */
-#define BOOT_PROTO_VERSION 1
+#define BOOT_PROTO_VERSION 2 /* 2: HANG */
 /* Payload cap per message: well below the default socket buffer, so one
  * message always fits; bigger data travels as consecutive messages. */
 #define BOOT_PROTO_MAX_PAYLOAD 65536u
@@ -24,7 +24,13 @@ enum boot_msg_type {
     BOOT_MSG_GATHERED = 5, /* launcher -> rank: part of the gathered result */
     BOOT_MSG_ABORT = 6,    /* rank -> launcher: aborting with code arg, text */
     BOOT_MSG_FINALIZE = 7, /* rank -> launcher: leaving normally */
+    BOOT_MSG_HANG = 8,     /* rank -> launcher: what it waits for (struct boot_hang);
+                            * arg BOOT_HANG_* says why it reported */
 };
+
+enum { BOOT_HANG_ASKED = 0, BOOT_HANG_TIMER = 1 };
+/* HELLO's arg: flags. */
+#define BOOT_HELLO_HANG 1u /* SIGQUIT makes this rank send a HANG report (else it may dump core) */
 
 struct boot_msg_hdr {
     uint32_t magic;
@@ -40,9 +46,18 @@ struct boot_hello {
     uint32_t pid;
 };
 
+/* A waiting rank's report, for the launcher's job-wide summary. */
+struct boot_hang {
+    int32_t waits_for; /* the rank its innermost wait waits for; -1 not known */
+    uint32_t reserved; /* 0 */
+    char call[56];     /* the blocking call it is in, NUL-terminated */
+    char what[192];    /* what that call waits for, one line, NUL-terminated */
+};
+
 /* The layouts are the protocol: docs/BOOT.md gives them byte by byte. */
 _Static_assert(sizeof(struct boot_msg_hdr) == 16, "boot message header is 16 bytes");
 _Static_assert(sizeof(struct boot_hello) == 16, "HELLO payload is 16 bytes");
+_Static_assert(sizeof(struct boot_hang) == 256, "HANG payload is 256 bytes");
 
 /* Sends one message with nfds descriptors attached.  Returns sendmsg's
  * result (-1 with errno on failure). */

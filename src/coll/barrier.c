@@ -22,10 +22,12 @@
  * reliable release as soon as the barrier is complete; a rank that is not
  * a leader takes whichever comes first, the frame or its leader's flag. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
 #include "net/net.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,14 +172,67 @@ void coll_listen(int on)
         net_bcast_listen(on);
 }
 
+/* ---- what a waiting barrier knows (the hang report) -------------------- */
+
+/* A dissemination round: members[me] waits for members[me - dist]'s flag. */
+struct coll_round {
+    const int *members;
+    int n, me, dist;
+    unsigned round;
+};
+
+/* Appends " r" for each of members[me - i], i in [from, to). */
+static size_t coll_list(char *buf, size_t n, size_t k, const struct coll_round *c, int from, int to)
+{
+    for (int i = from; i < to && k < n; i++) {
+        int m = snprintf(buf + k, n - k, " %d", c->members[((c->me - i) % c->n + c->n) % c->n]);
+        k += m > 0 ? (size_t)m : 0;
+    }
+    return k;
+}
+
+/* In round k of a dissemination barrier a rank has heard, directly or
+ * through others, from the dist - 1 members before it; dist = 2^k. */
+static int coll_describe_round(const struct hang_wait *w, char *buf, size_t n)
+{
+    const struct coll_round *c = w->obj;
+    int from = c->members[((c->me - c->dist) % c->n + c->n) % c->n];
+    int m = snprintf(buf, n, "barrier epoch %llu, round %u: waits for rank %d; arrived as far as this rank knows:",
+                     (unsigned long long)w->value, c->round, from);
+    size_t k = m > 0 ? (size_t)m : 0;
+    k = coll_list(buf, n, k, c, 0, c->dist);
+    if (k < n) {
+        m = snprintf(buf + k, n - k, "; not known:");
+        k += m > 0 ? (size_t)m : 0;
+    }
+    coll_list(buf, n, k, c, c->dist, c->n);
+    return from;
+}
+
+static int coll_describe_release(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "barrier epoch %llu: waits for rank %d to release it", (unsigned long long)w->value,
+             w->peer);
+    return w->peer;
+}
+
+static int coll_describe_root(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "barrier epoch %llu: rank 0 waits for the hosts' leaders (%u of %d arrived)",
+             (unsigned long long)w->value, bb.arrived[w->value & 1], bb.nleaders - 1);
+    return -1;
+}
+
 static void coll_root(uint64_t epoch)
 {
     if (!bb.asked && !(bb.asked = calloc((size_t)am.nranks, sizeof *bb.asked)))
         util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("barrier", -1, epoch, NULL, coll_describe_root);
     while (bb.arrived[epoch & 1] < (uint32_t)bb.nleaders - 1)
         am_progress_wait(&b, 0);
+    hang_pop();
     bb.arrived[epoch & 1] = 0;
     bb.done = epoch;
     int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch, NULL, 0);
@@ -196,6 +251,7 @@ static void coll_leaf(uint64_t epoch)
     struct util_backoff b;
     util_backoff_init(&b);
     uint64_t ask_at = util_now_ns() + COLL_QUERY_NS;
+    hang_push("barrier", 0, epoch, NULL, coll_describe_release);
     while (bb.released < epoch) {
         am_progress_wait(&b, 0);
         if (ask_at && util_now_ns() >= ask_at) {
@@ -203,6 +259,7 @@ static void coll_leaf(uint64_t epoch)
             ask_at = 0;
         }
     }
+    hang_pop();
 }
 
 static void coll_raise(int peer, unsigned round, uint64_t epoch)
@@ -229,13 +286,19 @@ static int coll_raised(unsigned round, uint64_t epoch)
 static void coll_disseminate(const int *members, int n, int me, unsigned round0, uint64_t epoch)
 {
     unsigned round = round0;
+    struct coll_round what = {members, n, me, 1, 0};
+    hang_push("barrier", -1, epoch, &what, coll_describe_round);
     for (int dist = 1; dist < n; dist <<= 1, round++) {
         coll_raise(members[(me + dist) % n], round, epoch);
         struct util_backoff b;
         util_backoff_init(&b);
+        what.dist = dist;
+        what.round = round;
+        hang_refine(-1, epoch);
         while (!coll_raised(round, epoch))
             am_progress_wait(&b, 0);
     }
+    hang_pop();
 }
 
 /* Across hosts, among the leaders; then each leader releases its host. */
@@ -267,11 +330,23 @@ static void coll_wait_release(uint64_t epoch)
 {
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("barrier", am.shm->local[0], epoch, NULL, coll_describe_release);
     while (!coll_raised(COLL_RELEASE_ROUND, epoch) && bb.released < epoch)
         am_progress_wait(&b, 0);
+    hang_pop();
 }
 
+static int coll_barrier(void);
+
 int shoal_barrier(void)
+{
+    hang_push("shoal_barrier", -1, 0, NULL, NULL);
+    int rc = coll_barrier();
+    hang_pop();
+    return rc;
+}
+
+static int coll_barrier(void)
 {
     if (am.rank < 0)
         return SHOAL_ENOTINIT;

@@ -27,8 +27,10 @@
  * error that would lose data: the job ends naming both ranks.  Layout:
  * docs/WIRE.md §10.4. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "coll/coll.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,6 +320,15 @@ static void bc_run(struct bc_plan *p)
     }
 }
 
+/* The hang report of a broadcast: the tree parent it takes the data from
+ * (or, fed by broadcast packets, the root). */
+static int bc_describe(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "broadcast epoch %llu from root %d: has %zu of %zu bytes, waits for rank %d",
+             (unsigned long long)w->value, bc.root, bc.have, bc.n, w->peer);
+    return w->peer;
+}
+
 int shoal_broadcast(void *buf, size_t n, int root)
 {
     if (am.rank < 0)
@@ -345,7 +356,9 @@ int shoal_broadcast(void *buf, size_t n, int root)
     bc.asking = 0;
     if (p.native)
         coll_listen(1);
+    hang_push("shoal_broadcast", p.tree.parent >= 0 ? p.tree.parent : root, bc.epoch, NULL, bc_describe);
     bc_run(&p);
+    hang_pop();
     if (p.native)
         coll_listen(0);
     bc.active = 0;

@@ -12,8 +12,10 @@
  * Reductions are numbered like broadcasts; pieces of one this rank has not
  * reached are kept until it does.  Layout: docs/WIRE.md §10.5. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "coll/coll.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,13 @@ static int rd_check(size_t count, enum shoal_atype type, enum shoal_rop op, int 
 
 /* The reduction proper, into acc (count elements, this rank's contribution
  * on entry; the result at root on return). */
+static int rd_describe(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "reduction epoch %llu: waits for the contribution of rank %d, a child in its tree",
+             (unsigned long long)w->value, w->peer);
+    return w->peer;
+}
+
 static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop op, int root)
 {
     struct coll_tree t;
@@ -138,13 +147,16 @@ static int rd_run(void *acc, size_t count, enum shoal_atype type, enum shoal_rop
     coll_stash_take(&rd.early, rd.epoch, rd_take);
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_reduce", -1, rd.epoch, NULL, rd_describe);
     for (int i = 0; i < rd.nchildren; i++) {
+        hang_refine(rd.child[i].rank, rd.epoch);
         while (!rd.child[i].arrived || rd.child[i].got < rd.bytes) {
             am_progress_wait(&b, 0);
             coll_watch();
         }
         rd_combine(acc, rd.child[i].buf, count, type, op);
     }
+    hang_pop();
     rd.active = 0;
     coll_end();
     if (t.parent < 0)

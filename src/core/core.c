@@ -1,5 +1,6 @@
 /* Job control: the public entry points that tie the layers together. */
 #include "am/am.h"
+#include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
 #include "net/net.h"
@@ -28,6 +29,21 @@ static void core_progress(void)
 {
     am_poll(0);
     coll_watch();
+    hang_check();
+}
+
+/* What shoal_finalize waits for, in a hang report: the launcher's exchange
+ * is complete when every rank has reached shoal_finalize (shoalrun names
+ * those that have not), and finalize ends when the counts agree. */
+static int core_describe_finalize(const struct hang_wait *w, char *buf, size_t n)
+{
+    (void)w;
+    struct am_quiet q;
+    am_quiet_state(&q);
+    snprintf(buf, n, "exchanging message counts through the launcher (quiescence): waits for every rank to "
+             "reach shoal_finalize and for every message sent to run (here: %llu sent, %llu run%s)",
+             (unsigned long long)q.sent, (unsigned long long)q.run, q.unsettled ? ", packets unacknowledged" : "");
+    return -1;
 }
 
 int shoal_init(int *argc, char ***argv)
@@ -40,6 +56,7 @@ int shoal_init(int *argc, char ***argv)
     int rc = util_config_load();
     if (rc)
         return rc;
+    hang_init(); /* before the launcher learns of us: it may ask at once */
     rc = boot_init(&boot);
     if (rc)
         return rc;
@@ -184,6 +201,7 @@ int shoal_finalize(void)
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
+    hang_push("shoal_finalize", -1, 0, NULL, core_describe_finalize); /* am_fini clears it */
     coll_finalizing();
     rc = core_quiesce();
     rma_fini();
@@ -262,8 +280,10 @@ int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
         return SHOAL_EINVAL;
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_wait_until", -1, value, (const void *)flag, hang_describe_flag);
     while (*flag < value)
         am_progress_wait(&b, 0);
+    hang_pop();
     *flag -= value;
     return SHOAL_OK;
 }

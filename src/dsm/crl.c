@@ -1,6 +1,7 @@
 /* The region calls of shoal/crl.h (Table 3-1): argument checks, mapping
  * through the region table, the unmapped region cache (§4.5), waits that
  * keep the protocol running, and the counters of SHOAL_CRL_STATS. */
+#include "am/hang.h"
 #include "dsm/dsm.h"
 #include "shoal/crl.h"
 
@@ -127,12 +128,14 @@ static const char *refusal_text(rid_t rid, enum dsm_refusal why)
 }
 
 /* Polls until rid's home has answered a map miss or a rgn_delete. */
-static void wait_for_home(void)
+static void wait_for_home(const char *call, rid_t rid)
 {
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push(call, (int)DSM_RID_HOME(rid), 0, NULL, NULL);
     while (!dsm.node.ask_reply)
         dsm_progress(&b);
+    hang_pop();
 }
 
 static struct dsm_region *map_miss(rid_t rid)
@@ -143,7 +146,7 @@ static struct dsm_region *map_miss(rid_t rid)
     if (home >= dsm.node.nranks)
         bad_rid(rid, "rgn_map", "its home rank is outside the job");
     dsm_map_request(&dsm.node, rid);
-    wait_for_home();
+    wait_for_home("rgn_map", rid);
     struct dsm_region *r = dsm_map_complete(&dsm.node);
     if (!r)
         bad_rid(rid, "rgn_map", refusal_text(rid, (enum dsm_refusal)dsm.node.ask_refusal));
@@ -226,7 +229,7 @@ void rgn_delete(rid_t rid)
     if (DSM_RID_HOME(rid) >= dsm.node.nranks)
         bad_rid(rid, "rgn_delete", "its home rank is outside the job");
     dsm_delete(&dsm.node, rid);
-    wait_for_home();
+    wait_for_home("rgn_delete", rid);
     enum dsm_refusal why = dsm_delete_complete(&dsm.node);
     if (why != DSM_REFUSE_NONE)
         bad_rid(rid, "rgn_delete", refusal_text(rid, why));
@@ -254,10 +257,16 @@ typedef enum dsm_start (*start_fn)(struct dsm_node *, struct dsm_region *);
 /* A start that could not complete at once: poll (serving everyone else's
  * requests) until the grant or continuation arrives, or until a
  * conflicting transaction at our home ends and the start can retry. */
-static void wait_started(struct dsm_region *r, enum dsm_start s, start_fn start)
+static int crl_describe_wait(const struct hang_wait *w, char *buf, size_t n)
+{
+    return dsm_describe_wait(w->obj, buf, n);
+}
+
+static void wait_started(const char *call, struct dsm_region *r, enum dsm_start s, start_fn start)
 {
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push(call, -1, 0, r, crl_describe_wait);
     while (s == DSM_RETRY) {
         dsm_progress(&b);
         s = start(&dsm.node, r);
@@ -265,6 +274,7 @@ static void wait_started(struct dsm_region *r, enum dsm_start s, start_fn start)
     if (s == DSM_PENDING)
         while (r->waiting)
             dsm_progress(&b);
+    hang_pop();
 }
 
 void rgn_start_read(void *rgn)
@@ -274,7 +284,7 @@ void rgn_start_read(void *rgn)
     poll_now_and_then();
     enum dsm_start s = dsm_start_read(&dsm.node, r);
     if (UTIL_UNLIKELY(s != DSM_STARTED))
-        wait_started(r, s, dsm_start_read);
+        wait_started("rgn_start_read", r, s, dsm_start_read);
     time_end(&dsm.ns_ops, t0);
 }
 
@@ -285,7 +295,7 @@ void rgn_start_write(void *rgn)
     poll_now_and_then();
     enum dsm_start s = dsm_start_write(&dsm.node, r);
     if (UTIL_UNLIKELY(s != DSM_STARTED))
-        wait_started(r, s, dsm_start_write);
+        wait_started("rgn_start_write", r, s, dsm_start_write);
     time_end(&dsm.ns_ops, t0);
 }
 

@@ -285,6 +285,10 @@ void dsm_deliver(struct dsm_node *node, const struct dsm_msg *msg);
 const char *dsm_state_name(unsigned s);
 const char *dsm_msg_name(unsigned t);
 const char *dsm_call_name(unsigned c);
+/* What a start waiting on r waits for (one line into buf); returns the
+ * rank it waits for: the home it asked, or at a home in HomeIip the first
+ * rank whose invalidation is not acknowledged; -1 if none. */
+int dsm_describe_wait(const struct dsm_region *r, char *buf, size_t cap);
 /* "rank R: region H:S (state X, last calls a, b, c): what" into buf. */
 void dsm_describe(const struct dsm_node *node, const struct dsm_region *r, const char *what, char *buf,
                   size_t cap);

@@ -3,8 +3,10 @@
  * engine to run (rma_issue, the one place that decides), and completion:
  * blocking, handles, colour counters (seed 000 §4.2's elastic memory
  * barrier) and fire-and-forget with fence. */
+#include "am/hang.h"
 #include "rma/rma.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,12 +113,23 @@ static void op_complete(struct rma_op *o)
     op_release(o);
 }
 
+/* The hang report of a wait for one-sided replies (the ops do not keep
+ * their targets: the last messages sent name them). */
+static int describe_rma_wait(const struct hang_wait *w, char *buf, size_t n)
+{
+    (void)w;
+    snprintf(buf, n, "waits for the replies of one-sided operations (%u in flight from this rank)", ops.live);
+    return -1;
+}
+
 static int wait_handle(shoal_handle_t *h)
 {
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_wait", -1, 0, NULL, describe_rma_wait);
     while (h->status == SHOAL_PENDING)
         am_progress_wait(&b, 0);
+    hang_pop();
     return h->status;
 }
 
@@ -159,8 +172,10 @@ int shoal_color_wait(unsigned c)
         return rc;
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_color_wait", -1, 0, NULL, describe_rma_wait);
     while (ops.completed[c] != ops.issued[c])
         am_progress_wait(&b, 0);
+    hang_pop();
     rc = ops.color_err[c];
     ops.color_err[c] = 0;
     return rc;
@@ -667,8 +682,10 @@ int shoal_fence(void)
     }
     struct util_backoff b;
     util_backoff_init(&b);
+    hang_push("shoal_fence", -1, 0, NULL, describe_rma_wait);
     while (ops.live)
         am_progress_wait(&b, 0);
+    hang_pop();
     atomic_thread_fence(memory_order_seq_cst);
     rc = ops.deferred_err;
     ops.deferred_err = 0;

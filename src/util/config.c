@@ -54,6 +54,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                           "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
     [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
                        "1: every rank prints its CRL call, message and time counters at crl_exit"},
+    [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
+                         "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -151,6 +153,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
+    case CFG_HANG_REPORT:
+        return (parse_int(v, &n) || n > 86400) ? -1 : 0;
     case CFG_CRL_URC_SIZE:
         return (parse_int(v, &n) || n > (1 << 24)) ? -1 : 0;
     case CFG_SPIN:

@@ -8,6 +8,7 @@
  *   --stdout-has TEXT      (repeatable) substring of stdout
  *   --stderr-has TEXT      (repeatable) substring of stderr
  *   --signal-after MS SIG  send signal SIG to the command after MS ms
+ *                          (repeatable, in increasing MS order)
  *   --stdout-after MS      leave the command's stdout unread until MS ms
  *                          after the start or until it exits, to stall it
  *   --tagged RANKS LINES   stdout is boot_victim's "print LINES" output of
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #define MAX_HAS 8
+#define MAX_SIGNALS 4
 #define HARD_LIMIT_EXTRA 10.0 /* seconds past --within before we kill it */
 
 struct buf {
@@ -36,12 +38,12 @@ static struct {
     double within, gone_within;
     const char *out_has[MAX_HAS], *err_has[MAX_HAS];
     int nout, nerr;
-    long signal_ms, stdout_ms;
-    int signal_no;
+    long signal_ms[MAX_SIGNALS], stdout_ms;
+    int signal_no[MAX_SIGNALS], nsignals;
     int tag_ranks;
     long tag_lines;
     char **cmd;
-} o = {.status = -2, .within = 60, .signal_ms = -1};
+} o = {.status = -2, .within = 60};
 
 static double now(void)
 {
@@ -77,8 +79,10 @@ static void parse(int argc, char **argv)
         else if (!strcmp(a, "--stdout-after") && more >= 1)
             o.stdout_ms = atol(argv[++i]);
         else if (!strcmp(a, "--signal-after") && more >= 2) {
-            o.signal_ms = atol(argv[++i]);
-            o.signal_no = atoi(argv[++i]);
+            if (o.nsignals == MAX_SIGNALS)
+                usage();
+            o.signal_ms[o.nsignals] = atol(argv[++i]);
+            o.signal_no[o.nsignals++] = atoi(argv[++i]);
         } else if (!strcmp(a, "--tagged") && more >= 2) {
             o.tag_ranks = atoi(argv[++i]);
             o.tag_lines = atol(argv[++i]);
@@ -218,7 +222,7 @@ int main(int argc, char **argv)
     close(err[1]);
     close(hold[1]);
     struct buf bo = {0}, be = {0};
-    int open_out = 1, open_err = 1, status = 0, exited = 0, signalled = 0;
+    int open_out = 1, open_err = 1, status = 0, exited = 0, signalled = 0; /* signalled: how many sent */
     double t_exit = 0;
     while (!exited || open_out || open_err) {
         int read_out = open_out && (exited || now() - t0 >= (double)o.stdout_ms / 1000);
@@ -233,9 +237,9 @@ int main(int argc, char **argv)
             exited = 1;
             t_exit = now();
         }
-        if (!signalled && o.signal_ms >= 0 && now() - t0 >= (double)o.signal_ms / 1000) {
-            kill(pid, o.signal_no);
-            signalled = 1;
+        if (!exited && signalled < o.nsignals && now() - t0 >= (double)o.signal_ms[signalled] / 1000) {
+            kill(pid, o.signal_no[signalled]);
+            signalled++;
         }
         if (!exited && now() - t0 > o.within + HARD_LIMIT_EXTRA) {
             kill(pid, SIGKILL);

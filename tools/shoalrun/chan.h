@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define CHAN_MAGIC 0x48434853u /* the bytes "SHCH" */
-#define CHAN_VERSION 1
+#define CHAN_VERSION 2 /* 2: HANG */
 #define CHAN_HDR 12
 /* Bounds what a reader allocates for one frame (the job description with
  * its argv and environment is the only big one). */
@@ -30,6 +30,7 @@ enum chan_type {
     CHAN_ABORT = 18,     /* a rank aborted, with its text */
     CHAN_OUTPUT = 19,    /* lines a rank wrote */
     CHAN_REPORT = 20,    /* the agent's own verdict of a failure */
+    CHAN_HANG = 21,      /* a rank's hang report (struct boot_hang) */
 };
 
 enum chan_event {

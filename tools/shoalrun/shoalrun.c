@@ -16,6 +16,7 @@
 #include "boot/proto.h"
 #include "chan.h"
 #include "hosts.h"
+#include "waitgraph.h"
 #include "shoal.h"
 #include "util/util.h"
 
@@ -57,6 +58,9 @@
 #define AGENT_GRACE_MS 1000
 /* An agent that gets no job description this long after it started gives up. */
 #define JOB_WAIT_MS 60000
+/* How long the launcher waits for the ranks' hang reports once it asked
+ * (SIGQUIT, --timeout): a waiting rank answers at its next wait step. */
+#define HANG_COLLECT_MS 2000
 /* Retry delay when the kernel refuses more descriptors in flight. */
 #define RETRY_MS 1
 /* Longest line forwarded whole; longer ones are split. */
@@ -121,6 +125,9 @@ struct rank {
     size_t sent;          /* descriptors or bytes of reply already sent */
     int want_write;       /* reply waits for socket space */
     struct stream out[2];
+    int hang_ok;          /* said in HELLO that it reports hangs on SIGQUIT */
+    int hang_seen;        /* reported since the launcher last asked */
+    struct boot_hang hang;
 };
 
 struct inbuf {            /* frames read from a channel, not yet handled */
@@ -185,6 +192,10 @@ static struct {
     int nofin_rank;
     uint64_t timeout_at, nofin_at, term_at, kill_at, stall_at;  /* 0: not armed */
     uint64_t stall_ns;
+    /* hang reports being collected (until hang_until; 0: none) */
+    uint64_t hang_until;
+    int hang_then_fail;       /* the timeout asked: end the job afterwards */
+    char hang_why[160];
 } L;
 
 static struct chan_buf msg;   /* the channel message being built */
@@ -206,7 +217,8 @@ static void usage(FILE *f)
         "      --rsh CMD     remote-shell template, {host} replaced by the host\n"
         "                    (default \"%s\"; e.g. \"ip netns exec {host}\")\n"
         "      --tag-output  prefix every output line with [rank]\n"
-        "      --timeout S   end the job after S seconds (exit status 124)\n"
+        "      --timeout S   after S seconds print what each rank waits for, then end\n"
+        "                    the job (exit status 124); SIGQUIT prints it at any time\n"
         "      --bind        pin each rank to one allowed CPU of its host (by its index there)\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
         "      --transport T between hosts: udp (default), eth, or shm (one host only)\n"
@@ -682,9 +694,16 @@ static void take_all_pending(struct rank *r)
 /* The head's ranks are the agents' to signal. */
 static void signal_ranks(int sig)
 {
-    for (int i = 0; i < L.np; i++)
-        if (L.r[i].pid > 0 && !L.r[i].exited)
-            kill(L.r[i].pid, sig);
+    for (int i = 0; i < L.np; i++) {
+        const struct rank *r = &L.r[i];
+        /* SIGQUIT asks for a hang report: only of a rank that has the
+         * handler (it would dump core otherwise), is not done, and has not
+         * reported already (its own report started the collection). */
+        if (sig == SIGQUIT && (!r->hang_ok || r->finalized || r->hang_seen))
+            continue;
+        if (r->pid > 0 && !r->exited)
+            kill(r->pid, sig);
+    }
     if (L.nag == 0)
         return;
     chan_begin(&msg, CHAN_SIGNAL);
@@ -1017,6 +1036,126 @@ static void judge_exit(struct rank *r)
     }
 }
 
+/* ---- hang reports (docs/BOOT.md "When a job hangs") -------------------------- */
+
+/* A rank whose report the collection still waits for: joined, running,
+ * not finalized, silent so far. */
+static int hang_awaited(const struct rank *r)
+{
+    return r->hang_ok && !r->finalized && !r->exited && !r->hang_seen;
+}
+
+static void hang_say_rank(const struct rank *r)
+{
+    int i = rank_of(r);
+    char st[128];
+    if (r->exited) {
+        describe_status(r->status, st, sizeof st);
+        say("  rank %d %s: %s", i, r->finalized ? "finished" : "ended without finalizing", st);
+    } else if (r->finalized) {
+        say("  rank %d finished (finalized)", i);
+    } else if (r->hang_seen && L.open && r->joined) {
+        char who[160];
+        size_t at = 0;
+        for (int j = 0; j < L.np && at < sizeof who - 16; j++)
+            if (!L.r[j].joined && !L.r[j].exited)
+                at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", at ? ", " : "", j);
+        say("  rank %d waits in %s: %s; the launcher's exchange waits for rank%s %s", i, r->hang.call, r->hang.what,
+            strchr(who, ',') ? "s" : "", at ? who : "(none)");
+    } else if (r->hang_seen) {
+        say("  rank %d waits in %s: %s", i, r->hang.call, r->hang.what);
+    } else if (r->hang_ok) {
+        say("  rank %d did not report (computing outside shoal's waits, or stopped)", i);
+    } else if (r->hello) {
+        say("  rank %d does not report hangs (not started by shoal_init)", i);
+    } else {
+        say("  rank %d has not joined the job (before shoal_init)", i);
+    }
+}
+
+/* The job-wide summary: every rank's state, the wait-for graph, cycles. */
+static void hang_summary(void)
+{
+    int *waits_for = xcalloc((size_t)L.np, sizeof *waits_for);
+    say("what the ranks wait for (%s):", L.hang_why);
+    for (int i = 0; i < L.np; i++) {
+        const struct rank *r = &L.r[i];
+        hang_say_rank(r);
+        waits_for[i] = r->hang_seen && !r->exited && !r->finalized ? r->hang.waits_for : -1;
+        for (int j = 0; waits_for[i] < 0 && r->hang_seen && L.open && r->joined && j < L.np; j++)
+            if (!L.r[j].joined && !L.r[j].exited)
+                waits_for[i] = j; /* in the launcher's exchange: the first rank it lacks */
+    }
+    char text[400];
+    if (waitgraph_edges(waits_for, L.np, text, sizeof text))
+        say("wait-for graph: %s", text);
+    else
+        say("wait-for graph: no rank names the rank it waits for");
+    if (waitgraph_cycles(waits_for, L.np, text, sizeof text))
+        say("deadlock: cycle %s", text);
+    free(waits_for);
+}
+
+static void hang_finish(void)
+{
+    L.hang_until = 0;
+    hang_summary();
+    if (L.hang_then_fail)
+        fail_job(-1, 0, EXIT_TIMEOUT, 0, "job timed out after %g s", L.timeout);
+    L.hang_then_fail = 0;
+}
+
+static void hang_check_done(void)
+{
+    if (!L.hang_until)
+        return;
+    for (int i = 0; i < L.np; i++)
+        if (hang_awaited(&L.r[i]))
+            return;
+    hang_finish();
+}
+
+/* Asks every running rank for its report (SIGQUIT) and collects them for
+ * at most HANG_COLLECT_MS; then_fail: end the job after the summary;
+ * reporter: the rank whose own report started it (not asked again). */
+static void hang_ask(int then_fail, struct rank *reporter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void hang_ask(int then_fail, struct rank *reporter, const char *fmt, ...)
+{
+    if (L.failed)
+        return; /* the job is ending already */
+    L.hang_then_fail |= then_fail;
+    if (L.hang_until)
+        return; /* already collecting: this ask joins it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L.hang_why, sizeof L.hang_why, fmt, ap);
+    va_end(ap);
+    say("%s; asking the ranks what they wait for", L.hang_why);
+    for (int i = 0; i < L.np; i++)
+        L.r[i].hang_seen = &L.r[i] == reporter;
+    L.hang_until = util_now_ns() + HANG_COLLECT_MS * MS;
+    signal_ranks(SIGQUIT);
+    hang_check_done();
+}
+
+/* A report from rank r.  One of its own (SHOAL_HANG_REPORT) asks all the
+ * others; an answer that comes after its collection ended (the rank was
+ * computing) was printed by the rank and is left at that: taking it as a
+ * new ask would chain collections for as long as some rank answers late. */
+static void judge_hang(struct rank *r, uint32_t why, const struct boot_hang *report)
+{
+    if (L.failed || (!L.hang_until && why != BOOT_HANG_TIMER))
+        return;
+    r->hang = *report;
+    r->hang.call[sizeof r->hang.call - 1] = '\0';
+    r->hang.what[sizeof r->hang.what - 1] = '\0';
+    if (!L.hang_until)
+        hang_ask(0, r, "rank %d made no progress for SHOAL_HANG_REPORT seconds", rank_of(r));
+    r->hang_seen = 1;
+    hang_check_done();
+}
+
 /* ---- messages from ranks on this host --------------------------------------- */
 
 /* Each request goes to the judge: here in a local launcher, up the channel
@@ -1039,11 +1178,12 @@ static void on_hello(struct rank *r, const struct boot_msg_hdr *h, const void *p
         return;
     }
     r->hello = 1;
+    r->hang_ok = (h->arg & BOOT_HELLO_HANG) != 0;
     /* The process that joined, which differs from the one we started when
      * the program runs under a wrapper (sh -c, valgrind, ...). */
     L.job->pid[rank_of(r)] = (int32_t)hello.pid;
     if (L.role == ROLE_AGENT)
-        send_event(r, CHAN_EV_HELLO, 0);
+        send_event(r, CHAN_EV_HELLO, h->arg & BOOT_HELLO_HANG);
 }
 
 static void on_fd(struct rank *r, int fd)
@@ -1095,6 +1235,26 @@ static void on_finalize(struct rank *r)
         send_event(r, CHAN_EV_FINALIZE, 0);
 }
 
+static void on_hang(struct rank *r, const struct boot_msg_hdr *h, const void *p)
+{
+    if (h->len != sizeof(struct boot_hang)) {
+        protocol_error(r, "HANG of the wrong length");
+        return;
+    }
+    take_all_pending(r); /* the rank's own report comes before the summary */
+    if (L.role != ROLE_AGENT) {
+        struct boot_hang report;
+        memcpy(&report, p, sizeof report);
+        judge_hang(r, h->arg, &report);
+        return;
+    }
+    chan_begin(&msg, CHAN_HANG);
+    chan_u32(&msg, (uint32_t)rank_of(r));
+    chan_u32(&msg, h->arg);
+    chan_bytes(&msg, p, h->len);
+    chan_send(UPLINK);
+}
+
 static void handle(struct rank *r, const struct boot_msg_hdr *h, const void *p, int *fds, int nfds)
 {
     int fds_ok = nfds == (h->type == BOOT_MSG_FD && h->len == 0 ? 1 : 0);
@@ -1111,6 +1271,7 @@ static void handle(struct rank *r, const struct boot_msg_hdr *h, const void *p, 
     case BOOT_MSG_GATHER: on_gather(r, h, p); break;
     case BOOT_MSG_ABORT: on_abort(r, h, p); break;
     case BOOT_MSG_FINALIZE: on_finalize(r); break;
+    case BOOT_MSG_HANG: on_hang(r, h, p); break;
     default: protocol_error(r, "unknown message type");
     }
 }
@@ -1328,7 +1489,10 @@ static int on_event(struct agent *a, struct chan_reader *m)
         return -1;
     switch (ev) {
     case CHAN_EV_STARTED: L.job->pid[rank_of(r)] = (int32_t)value; break;
-    case CHAN_EV_HELLO: r->hello = 1; break;
+    case CHAN_EV_HELLO:
+        r->hello = 1;
+        r->hang_ok = (value & BOOT_HELLO_HANG) != 0;
+        break;
     case CHAN_EV_FINALIZE: r->finalized = 1; break;
     case CHAN_EV_FD:
         if (!L.failed)
@@ -1383,6 +1547,14 @@ static int on_agent_msg(void *ctx, uint16_t type, struct chan_reader *m)
             return -1;
         emit(rank_of(r), (int)arg, p, n);
         return 0;
+    case CHAN_HANG: {
+        struct boot_hang report;
+        if (n != sizeof report)
+            return -1;
+        memcpy(&report, p, sizeof report);
+        judge_hang(r, arg, &report);
+        return 0;
+    }
     default:
         return -1;
     }
@@ -1491,6 +1663,13 @@ static void on_signals(void)
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD)
             continue;
+        if (sig == SIGQUIT) { /* a report, not an end: the head collects them */
+            if (L.role == ROLE_AGENT)
+                signal_ranks(SIGQUIT);
+            else if (!L.failed)
+                hang_ask(0, NULL, "asked by SIGQUIT");
+            continue;
+        }
         if (L.failed || L.reported)
             signal_ranks(SIGKILL); /* asked again: stop waiting for them */
         else
@@ -1505,8 +1684,10 @@ static void run_timers(uint64_t now)
 {
     if (L.timeout_at && now >= L.timeout_at) {
         L.timeout_at = 0;
-        fail_job(-1, 0, EXIT_TIMEOUT, 0, "job timed out after %g s", L.timeout);
+        hang_ask(1, NULL, "job timed out after %g s", L.timeout);
     }
+    if (L.hang_until && now >= L.hang_until)
+        hang_finish();
     if (L.nofin_at && now >= L.nofin_at) {
         L.nofin_at = 0;
         if (unfinalized_live_rank())
@@ -1545,7 +1726,7 @@ static int poll_timeout_ms(uint64_t now)
 {
     uint64_t next = UINT64_MAX;
     uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
-                    L.job ? 0 : L.job_by};
+                    L.job ? 0 : L.job_by, L.hang_until};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
             next = t[i];
@@ -1703,6 +1884,8 @@ static void run(void)
 {
     while (L.nlive > 0 || agents_running() || (L.role == ROLE_AGENT && !L.job))
         step();
+    if (L.hang_until) /* the ranks ended while asked: what was heard, and a timeout's verdict */
+        hang_finish();
     end_of_job();
     while (!L.abandoned && output_pending())
         step();
@@ -1759,6 +1942,7 @@ static void setup_process(void)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
     sigprocmask(SIG_BLOCK, &set, &L.oldmask);
     L.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (L.sigfd < 0)
