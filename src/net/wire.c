@@ -137,28 +137,6 @@ static inline void sip_word(struct sip *s, uint64_t m)
     s->v0 ^= m;
 }
 
-/* A little-endian word at any alignment, in one load where the host is
- * little-endian (the payload loop's cost) */
-static inline uint64_t load64le(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t load32le(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
 static uint64_t sip_final(struct sip *s)
 {
     s->v2 ^= 0xff;
@@ -201,29 +179,26 @@ void wire_key_fini(struct wire_key *k)
  * additions; for two different messages of one length the sums agree with
  * probability 2^-32 over the key, and the second sum, over the key shifted
  * by four words (Toeplitz), makes it 2^-64.  The tag hides both sums. */
-#define NH_BODY                                                                                    \
-    uint64_t a = 0, b = 0;                                                                         \
-    size_t i = 0;                                                                                  \
-    for (; i + 8 <= n; i += 8) {                                                                   \
-        uint32_t m0 = load32le(p + i), m1 = load32le(p + i + 4);                                   \
-        const uint32_t *kk = k + i / 4;                                                            \
-        a += (uint64_t)(uint32_t)(m0 + kk[0]) * (uint32_t)(m1 + kk[1]);                            \
-        b += (uint64_t)(uint32_t)(m0 + kk[4]) * (uint32_t)(m1 + kk[5]);                            \
-    }                                                                                              \
-    if (i < n) {                                                                                   \
-        unsigned char last[8] = {0};                                                               \
-        memcpy(last, p + i, n - i);                                                                \
-        uint32_t m0 = load32le(last), m1 = load32le(last + 4);                                     \
-        const uint32_t *kk = k + i / 4;                                                            \
-        a += (uint64_t)(uint32_t)(m0 + kk[0]) * (uint32_t)(m1 + kk[1]);                            \
-        b += (uint64_t)(uint32_t)(m0 + kk[4]) * (uint32_t)(m1 + kk[5]);                            \
-    }                                                                                              \
-    out[0] = a;                                                                                    \
-    out[1] = b;
+static inline void nh_piece(const unsigned char *m, const uint32_t *kk, uint64_t *a, uint64_t *b)
+{
+    uint32_t m0 = get32(m), m1 = get32(m + 4);
+    *a += (uint64_t)(uint32_t)(m0 + kk[0]) * (uint32_t)(m1 + kk[1]);
+    *b += (uint64_t)(uint32_t)(m0 + kk[4]) * (uint32_t)(m1 + kk[5]);
+}
 
 static void nh_plain(const unsigned char *p, size_t n, const uint32_t *k, uint64_t out[2])
 {
-    NH_BODY
+    uint64_t a = 0, b = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        nh_piece(p + i, k + i / 4, &a, &b);
+    if (i < n) { /* the last piece, zero-padded */
+        unsigned char last[8] = {0};
+        memcpy(last, p + i, n - i);
+        nh_piece(last, k + i / 4, &a, &b);
+    }
+    out[0] = a;
+    out[1] = b;
 }
 
 #if defined(__x86_64__)
@@ -268,7 +243,7 @@ static void nh_header(const unsigned char *p, const uint32_t *k, uint64_t out[2]
 {
     uint64_t a = 0, b = 0;
     for (unsigned w = 0; w < 16; w += 2) {
-        uint32_t m0 = w == 4 ? 0 : load32le(p + 4 * w), m1 = w == 4 || w == 14 ? 0 : load32le(p + 4 * w + 4);
+        uint32_t m0 = w == 4 ? 0 : get32(p + 4 * w), m1 = w == 4 || w == 14 ? 0 : get32(p + 4 * w + 4);
         a += (uint64_t)(uint32_t)(m0 + k[w]) * (uint32_t)(m1 + k[w + 1]);
         b += (uint64_t)(uint32_t)(m0 + k[w + 4]) * (uint32_t)(m1 + k[w + 5]);
     }

@@ -1201,17 +1201,23 @@ static void on_fd(struct rank *r, int fd)
     send_event(r, CHAN_EV_FD, 0);
 }
 
-static void on_gather(struct rank *r, const struct boot_msg_hdr *h, const void *p)
+/* An agent passes a rank's message up to the head as it came: the rank,
+ * the message's argument, its bytes. */
+static void forward_up(enum chan_type type, struct rank *r, const struct boot_msg_hdr *h, const void *p)
 {
-    if (L.role != ROLE_AGENT) {
-        judge_gather(r, h->arg, p, h->len);
-        return;
-    }
-    chan_begin(&msg, CHAN_GATHER);
+    chan_begin(&msg, type);
     chan_u32(&msg, (uint32_t)rank_of(r));
     chan_u32(&msg, h->arg);
     chan_bytes(&msg, p, h->len);
     chan_send(UPLINK);
+}
+
+static void on_gather(struct rank *r, const struct boot_msg_hdr *h, const void *p)
+{
+    if (L.role != ROLE_AGENT)
+        judge_gather(r, h->arg, p, h->len);
+    else
+        forward_up(CHAN_GATHER, r, h, p);
 }
 
 static void on_abort(struct rank *r, const struct boot_msg_hdr *h, const char *text)
@@ -1221,11 +1227,7 @@ static void on_abort(struct rank *r, const struct boot_msg_hdr *h, const char *t
         return;
     }
     take_all_pending(r); /* its complaint goes up before its abort */
-    chan_begin(&msg, CHAN_ABORT);
-    chan_u32(&msg, (uint32_t)rank_of(r));
-    chan_u32(&msg, h->arg);
-    chan_bytes(&msg, text, h->len);
-    chan_send(UPLINK);
+    forward_up(CHAN_ABORT, r, h, text);
 }
 
 static void on_finalize(struct rank *r)
@@ -1248,11 +1250,7 @@ static void on_hang(struct rank *r, const struct boot_msg_hdr *h, const void *p)
         judge_hang(r, h->arg, &report);
         return;
     }
-    chan_begin(&msg, CHAN_HANG);
-    chan_u32(&msg, (uint32_t)rank_of(r));
-    chan_u32(&msg, h->arg);
-    chan_bytes(&msg, p, h->len);
-    chan_send(UPLINK);
+    forward_up(CHAN_HANG, r, h, p);
 }
 
 static void handle(struct rank *r, const struct boot_msg_hdr *h, const void *p, int *fds, int nfds)
