@@ -80,7 +80,7 @@ enum wire_verdict {
  * (wire_key_init).  It never travels in a packet.  header_only: the tag
  * covers the 64 header bytes only (SHOAL_NET_AUTH=header), else header and
  * payload. */
-#define WIRE_NH_WORDS ((WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD + 7u) / 4u + 4u) /* 32-bit NH key words */
+#define WIRE_NH_WORDS (2u * ((WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD + 7u) / 8u) + 4u) /* 32-bit NH key words: two per 8-byte piece, and the shift */
 struct wire_key {
     uint64_t k0, k1;
     int header_only;
