@@ -480,29 +480,19 @@ int main(int argc, char **argv)
     shoal_am_register(H_PING, ping);
     shoal_am_register(H_PONG, pong);
     CHECK(!shoal_rank_local((me + 1) % shoal_size()), "run the ranks on different hosts, or with SHOAL_NET_LOCAL=1");
-    CHECK(shoal_size() == 2 || !strcmp(test, "peers") || !strcmp(test, "barriers") || !strcmp(test, "forged") ||
-              !strcmp(test, "quiet"),
-          "run %s with -n 2", test);
-    if (!strcmp(test, "peers"))
-        test_peers();
-    else if (!strcmp(test, "idle"))
-        test_idle();
-    else if (!strcmp(test, "inject"))
-        test_inject();
-    else if (!strcmp(test, "stall"))
-        test_stall();
-    else if (!strcmp(test, "compute"))
-        test_compute();
-    else if (!strcmp(test, "barriers"))
-        test_barriers();
-    else if (!strcmp(test, "coalesce"))
-        test_coalesce();
-    else if (!strcmp(test, "forged"))
-        test_forged();
-    else if (!strcmp(test, "quiet"))
-        test_quiet();
-    else
-        CHECK(0, "unknown test \"%s\"", test);
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+        int any_size; /* else run it with -n 2 */
+    } tests[] = {{"peers", test_peers, 1},       {"idle", test_idle, 0},         {"inject", test_inject, 0},
+                 {"stall", test_stall, 0},       {"compute", test_compute, 0},   {"barriers", test_barriers, 1},
+                 {"coalesce", test_coalesce, 0}, {"forged", test_forged, 1},     {"quiet", test_quiet, 1}};
+    size_t t = 0, n = sizeof tests / sizeof tests[0];
+    while (t < n && strcmp(test, tests[t].name))
+        t++;
+    CHECK(t < n, "unknown test \"%s\"", test);
+    CHECK(shoal_size() == 2 || tests[t].any_size, "run %s with -n 2", test);
+    tests[t].fn();
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     if (me == 0)
         printf("test_cluster %s passed\n", test);
