@@ -71,6 +71,9 @@ void am_fini(void);
  * so a message with all its arguments fits). */
 size_t am_medium_limit(uint32_t ring_slots);
 
+/* shoal_seg_create without its closing barrier, which the caller (core)
+ * adds: am calls no layer above it. */
+int am_seg_create(size_t size, shoal_seg_t *seg);
 /* Unmaps every segment. */
 void am_seg_fini(void);
 

@@ -215,6 +215,14 @@ int shoal_finalize(void)
     return rc;
 }
 
+int shoal_seg_create(size_t size, shoal_seg_t *seg)
+{
+    int rc = am_seg_create(size, seg);
+    /* No long message may reach the new segment before its owner has it in
+     * its table: nobody sends into it until everyone is past here. */
+    return rc ? rc : shoal_barrier();
+}
+
 int shoal_rank(void)
 {
     return initialized ? boot.rank : -1;

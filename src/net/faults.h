@@ -33,21 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/util.h"
+
 #define FAULT_HOLD_SLOTS 8           /* packets held for reordering at once (one per address) */
 #define FAULT_HOLD_NS 100000ull      /* longest hold when no later packet comes: a LAN-scale reorder window, not a delay */
 
-struct fault_config {
-    double loss, dup, reorder, corrupt; /* probabilities per packet */
-    uint64_t delay_ns;                  /* added to every packet */
-    uint64_t seed;                      /* PRNG seed, mixed with the stream id */
-};
-
-/* Parses spec into *c.  Returns SHOAL_OK, or SHOAL_EINVAL with a message
- * naming the bad item in err (errlen bytes; err may be NULL). */
-int fault_parse(const char *spec, struct fault_config *c, char *err, size_t errlen);
-
 /* Nonzero if c injects anything (a carrier can skip the module otherwise). */
-int fault_active(const struct fault_config *c);
+int fault_active(const struct util_fault_spec *c);
 
 struct fault_stats {
     uint64_t packets;    /* passed in */
@@ -62,7 +54,7 @@ struct fault_stats {
 struct fault_entry; /* a queued copy (faults.c) */
 
 struct faults {
-    struct fault_config cfg;
+    struct util_fault_spec cfg;
     uint64_t rng[4];                /* xoshiro256** state */
     struct fault_entry **q;         /* FIFO of delayed packets, by release time */
     size_t qhead, qlen, qcap;       /* ring indices over q */
@@ -79,7 +71,7 @@ typedef void (*fault_emit_fn)(void *ctx, uint32_t addr, const void *pkt, size_t 
 /* stream separates the PRNG sequences of the instances of one job: use
  * e.g. 2 * rank for sends and 2 * rank + 1 for receives, so ranks differ
  * and runs repeat. */
-void fault_init(struct faults *f, const struct fault_config *c, uint64_t stream);
+void fault_init(struct faults *f, const struct util_fault_spec *c, uint64_t stream);
 /* Frees queued packets without emitting them; f then injects nothing. */
 void fault_fini(struct faults *f);
 

@@ -692,8 +692,8 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
      * NET_WINDOW_BYTES; the packets, the whole window, however small */
     uint64_t bytes = (uint64_t)util_config_int(CFG_NET_SOCKBUF);
     c.window_bytes = bytes < NET_WINDOW_BYTES ? bytes : NET_WINDOW_BYTES;
-    struct fault_config fc;
-    fault_parse(util_config_str(CFG_FAULTS), &fc, NULL, 0); /* validated when the config loaded */
+    struct util_fault_spec fc;
+    util_fault_parse(util_config_str(CFG_FAULTS), &fc, NULL, 0); /* validated when the config loaded */
     net.faulty = fault_active(&fc);
     c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
     net.expect = (struct wire_expect){.job = c.job, .key = c.key, .self = c.self, .nranks = c.nranks,

@@ -1,6 +1,5 @@
 /* The one place SHOAL_* environment variables are read. */
 #include "util.h"
-#include "net/faults.h"
 #include "shoal.h"
 
 #include <errno.h>
@@ -105,9 +104,9 @@ int util_port_range(const char *v, uint16_t *lo, uint16_t *hi)
 /* Logs which item of the spec is wrong; the caller logs the variable. */
 static int validate_faults(const char *v)
 {
-    struct fault_config c;
+    struct util_fault_spec c;
     char err[160];
-    if (fault_parse(v, &c, err, sizeof err) == SHOAL_OK)
+    if (util_fault_parse(v, &c, err, sizeof err) == SHOAL_OK)
         return 0;
     util_log(LOG_ERROR, "SHOAL_FAULTS: %s", err);
     return -1;

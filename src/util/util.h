@@ -63,6 +63,18 @@ const struct util_cfg_entry *util_config_table(size_t *count);
  * 65535) into *lo, *hi (either may be NULL); -1 if malformed. */
 int util_port_range(const char *v, uint16_t *lo, uint16_t *hi);
 
+/* SHOAL_FAULTS, the fault-injection spec (syntax: net/faults.h). */
+struct util_fault_spec {
+    double loss, dup, reorder, corrupt; /* probabilities per packet */
+    uint64_t delay_ns;                  /* added to every packet */
+    uint64_t seed;                      /* PRNG seed, mixed with the stream id */
+};
+
+/* Parses spec into *c.  Returns SHOAL_OK, or SHOAL_EINVAL with a message
+ * naming the bad item in err (errlen bytes; err may be NULL). */
+int util_fault_parse(const char *spec, struct util_fault_spec *c, char *err, size_t errlen);
+
+
 /* The smallest SHOAL_SHM_MEDIUM_MAX: one message must carry the largest
  * one-sided command that is never split (a 4096-byte FIFO entry, signal
  * datum or z-buffer, RMA_MAX_STRUCT_DATA) on the served path. */

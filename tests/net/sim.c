@@ -140,7 +140,7 @@ void sim_init(struct sim *s, unsigned n, const struct rel_config *rc, const char
     CHECK(n >= 2 && n <= SIM_MAX_NODES, "%u nodes", n);
     *s = (struct sim){.n = n, .latency_ns = 2000, .ns_per_byte = 0.8, .rel_cfg = *rc};
     char err[160];
-    CHECK(fault_parse(faults, &s->faults, err, sizeof err) == SHOAL_OK, "faults \"%s\": %s", faults, err);
+    CHECK(util_fault_parse(faults, &s->faults, err, sizeof err) == SHOAL_OK, "faults \"%s\": %s", faults, err);
     for (unsigned i = 0; i < n; i++) {
         struct sim_node *node = &s->nodes[i];
         node->sim = s;

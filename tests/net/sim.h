@@ -53,7 +53,7 @@ struct sim {
     uint64_t latency_ns;
     double ns_per_byte;
     struct rel_config rel_cfg;   /* template: self and incarnation set per node */
-    struct fault_config faults;
+    struct util_fault_spec faults;
     struct sim_node nodes[SIM_MAX_NODES];
     struct sim_event *heap;      /* packets on the wire, by arrival time */
     size_t heap_len, heap_cap;

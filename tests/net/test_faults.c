@@ -11,19 +11,19 @@
 
 static void check_parse(void)
 {
-    struct fault_config c;
+    struct util_fault_spec c;
     char err[200];
-    CHECK_RC(fault_parse("", &c, err, sizeof err), SHOAL_OK);
+    CHECK_RC(util_fault_parse("", &c, err, sizeof err), SHOAL_OK);
     CHECK(!fault_active(&c) && c.seed == 1, "empty spec is not neutral");
-    CHECK_RC(fault_parse("loss=0.01,dup=0.001,reorder=0.01,delay=200us,corrupt=0.0001,seed=42", &c, err, sizeof err),
+    CHECK_RC(util_fault_parse("loss=0.01,dup=0.001,reorder=0.01,delay=200us,corrupt=0.0001,seed=42", &c, err, sizeof err),
              SHOAL_OK);
     CHECK(c.loss == 0.01 && c.dup == 0.001 && c.reorder == 0.01 && c.corrupt == 0.0001 && c.delay_ns == 200000 &&
               c.seed == 42 && fault_active(&c), "full spec misparsed");
-    CHECK_RC(fault_parse("delay=1.5ms", &c, err, sizeof err), SHOAL_OK);
+    CHECK_RC(util_fault_parse("delay=1.5ms", &c, err, sizeof err), SHOAL_OK);
     CHECK(c.delay_ns == 1500000 && fault_active(&c), "delay=1.5ms gave %llu ns", (unsigned long long)c.delay_ns);
-    CHECK_RC(fault_parse("delay=7ns,loss=1,seed=0x10", &c, err, sizeof err), SHOAL_OK);
+    CHECK_RC(util_fault_parse("delay=7ns,loss=1,seed=0x10", &c, err, sizeof err), SHOAL_OK);
     CHECK(c.delay_ns == 7 && c.loss == 1.0 && c.seed == 16, "delay=7ns,loss=1,seed=0x10 misparsed");
-    CHECK_RC(fault_parse("seed=5", &c, NULL, 0), SHOAL_OK);
+    CHECK_RC(util_fault_parse("seed=5", &c, NULL, 0), SHOAL_OK);
     CHECK(!fault_active(&c), "a seed alone injects nothing");
 
     static const struct { const char *spec, *needle; } bad[] = {
@@ -51,9 +51,9 @@ static void check_parse(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
-        CHECK(fault_parse(bad[i].spec, &c, err, sizeof err) == SHOAL_EINVAL, "\"%s\" accepted", bad[i].spec);
+        CHECK(util_fault_parse(bad[i].spec, &c, err, sizeof err) == SHOAL_EINVAL, "\"%s\" accepted", bad[i].spec);
         CHECK(strstr(err, bad[i].needle), "\"%s\": message \"%s\" lacks \"%s\"", bad[i].spec, err, bad[i].needle);
-        CHECK(fault_parse(bad[i].spec, &c, NULL, 0) == SHOAL_EINVAL, "\"%s\" accepted without err", bad[i].spec);
+        CHECK(util_fault_parse(bad[i].spec, &c, NULL, 0) == SHOAL_EINVAL, "\"%s\" accepted without err", bad[i].spec);
     }
 }
 
@@ -127,8 +127,8 @@ static void record(void *ctx, uint32_t addr, const void *pkt, size_t len)
  * flushes everything; returns the injector's counters. */
 static struct fault_stats run(const char *spec, uint64_t stream, uint32_t n, struct out *o)
 {
-    struct fault_config c;
-    CHECK_RC(fault_parse(spec, &c, NULL, 0), SHOAL_OK);
+    struct util_fault_spec c;
+    CHECK_RC(util_fault_parse(spec, &c, NULL, 0), SHOAL_OK);
     struct faults f;
     fault_init(&f, &c, stream);
     memset(o, 0, sizeof *o);
@@ -222,8 +222,8 @@ static void check_shapes(void)
     s = run("", 9, 5000, &o);
     CHECK(o.count == 5000 && o.late == 0 && o.swaps == 0 && s.delayed == 0, "no faults changed something");
 
-    struct fault_config c;
-    CHECK_RC(fault_parse("reorder=1", &c, NULL, 0), SHOAL_OK);
+    struct util_fault_spec c;
+    CHECK_RC(util_fault_parse("reorder=1", &c, NULL, 0), SHOAL_OK);
     struct faults f;
     fault_init(&f, &c, 0);
     memset(&o, 0, sizeof o);
@@ -248,7 +248,7 @@ static void check_shapes(void)
     fault_fini(&f);
 
     /* corrupt=1 changes exactly one byte of every packet, in its header */
-    CHECK_RC(fault_parse("corrupt=1", &c, NULL, 0), SHOAL_OK);
+    CHECK_RC(util_fault_parse("corrupt=1", &c, NULL, 0), SHOAL_OK);
     fault_init(&f, &c, 0);
     memset(&o, 0, sizeof o);
     for (uint32_t id = 0; id < 1000; id++) {

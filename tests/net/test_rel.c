@@ -900,8 +900,8 @@ static void rtt_case(uint64_t one_way, uint64_t want_rto_lo, uint64_t want_rto_h
     sim_init(&s, 2, &rc, "");
     /* the fixed delay on the send path only, so each way has it once */
     for (unsigned i = 0; i < 2; i++) {
-        struct fault_config fc;
-        CHECK_RC(fault_parse(spec, &fc, NULL, 0), SHOAL_OK);
+        struct util_fault_spec fc;
+        CHECK_RC(util_fault_parse(spec, &fc, NULL, 0), SHOAL_OK);
         fault_init(&s.nodes[i].fsend, &fc, 2 * i);
     }
     p.until /= 2;
