@@ -116,8 +116,7 @@ struct am_quiet {
     uint64_t sent;      /* requests and replies sent (best-effort broadcasts are not: they may be lost) */
     uint64_t run;       /* requests and replies whose handler ran here */
     uint64_t dropped;   /* malformed messages dropped (a sender's bug: they never run) */
-    uint32_t unsettled; /* 1 while a packet this rank sent is not acknowledged */
-    uint32_t stalled;   /* filled by the caller */
+    uint64_t unsettled; /* 1 while a packet this rank sent is not acknowledged */
 };
 void am_quiet_state(struct am_quiet *q);
 static inline int am_is_remote(int rank)

@@ -12,8 +12,6 @@ enum coll_kind { COLL_KIND_BARRIER = 1, COLL_KIND_BCAST, COLL_KIND_REDUCE };
  * another kind as this number. */
 uint64_t coll_begin(enum coll_kind k);
 void coll_end(void);
-/* The number of the collective in progress or the last one. */
-uint64_t coll_last(void);
 /* A message of collective #seq, kind k, from src: ends the job naming both
  * ranks and calls if this rank called another kind as #seq, or is in
  * shoal_finalize and #seq is past its last; else remembers it. */

@@ -37,13 +37,7 @@ static const char *coll_call_name(enum coll_kind k)
     return names[k];
 }
 
-static _Noreturn void coll_mismatch(int src, uint64_t seq, enum coll_kind theirs, const char *mine)
-{
-    util_fatal("collectives called out of step: rank %d called %s as the job's collective #%llu, while this "
-               "rank (%d) %s; every rank must call the same collectives in the same order",
-               src, coll_call_name(theirs), (unsigned long long)seq, am.rank, mine);
-}
-
+/* Ends the job: rank src called `theirs` as #seq, which this rank did not. */
 static _Noreturn void coll_mismatch_here(int src, uint64_t seq, enum coll_kind theirs)
 {
     char mine[96];
@@ -52,7 +46,9 @@ static _Noreturn void coll_mismatch_here(int src, uint64_t seq, enum coll_kind t
     else
         snprintf(mine, sizeof mine, "called %s as #%llu",
                  coll_call_name((enum coll_kind)cs.kind[seq % SEQ_HISTORY]), (unsigned long long)seq);
-    coll_mismatch(src, seq, theirs, mine);
+    util_fatal("collectives called out of step: rank %d called %s as the job's collective #%llu, while this "
+               "rank (%d) %s; every rank must call the same collectives in the same order",
+               src, coll_call_name(theirs), (unsigned long long)seq, am.rank, mine);
 }
 
 uint64_t coll_begin(enum coll_kind k)
@@ -69,11 +65,6 @@ uint64_t coll_begin(enum coll_kind k)
 void coll_end(void)
 {
     cs.active = 0;
-}
-
-uint64_t coll_last(void)
-{
-    return cs.seq;
 }
 
 void coll_check(int src, uint64_t seq, enum coll_kind k)
@@ -96,14 +87,14 @@ void coll_check(int src, uint64_t seq, enum coll_kind k)
  * on to a later barrier). */
 void coll_watch(void)
 {
-    if (cs.kind[cs.seq % SEQ_HISTORY] == COLL_KIND_BARRIER && !cs.finalizing)
+    /* nothing to look for between collectives, or inside a barrier */
+    if (!cs.finalizing && (!cs.active || cs.kind[cs.seq % SEQ_HISTORY] == COLL_KIND_BARRIER))
         return;
-    uint64_t s;
     for (unsigned round = 0; round < SHM_BARRIER_ROUNDS; round++) {
         int src = coll_flag_writer(round);
         if (src < 0)
             continue;
-        s = atomic_load_explicit(&shm_barrier_flag(am.shm, am.rank, round)->epoch, memory_order_acquire);
+        uint64_t s = atomic_load_explicit(&shm_barrier_flag(am.shm, am.rank, round)->epoch, memory_order_acquire);
         if (cs.finalizing ? s > cs.seq : cs.active && s == cs.seq)
             coll_mismatch_here(src, s, COLL_KIND_BARRIER);
     }

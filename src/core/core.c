@@ -116,17 +116,21 @@ static void core_settle(struct am_quiet *q)
     struct util_backoff b;
     util_backoff_init(&b);
     uint64_t until = util_now_ns() + CORE_SETTLE_NS;
-    core_drain();
-    am_quiet_state(q);
-    while (q->unsettled && util_now_ns() < until) {
-        am_progress_wait(&b, 0);
-        coll_watch();
+    for (;;) {
+        core_drain();
         am_quiet_state(q);
+        if (!q->unsettled || util_now_ns() >= until)
+            return;
+        am_wait_step(&b);
     }
-    coll_watch();
-    core_drain();
-    am_quiet_state(q);
 }
+
+/* One rank's contribution to a wave: its counts, and whether they have
+ * stood still past core_stall_ns (rank 0's view decides for all). */
+struct core_wave {
+    struct am_quiet q;
+    uint64_t stalled;
+};
 
 /* Counts that stay the same this long while sent != run mean a message
  * will never run (it was dropped as malformed): finalize says so and
@@ -137,7 +141,7 @@ static uint64_t core_stall_ns(void)
     return dead > 1000000000ull ? dead : 1000000000ull;
 }
 
-static void core_report_lost(const struct am_quiet *all, uint64_t sent, uint64_t run)
+static void core_report_lost(const struct core_wave *all, uint64_t sent, uint64_t run)
 {
     if (boot.rank != 0)
         return;
@@ -145,8 +149,8 @@ static void core_report_lost(const struct am_quiet *all, uint64_t sent, uint64_t
              (unsigned long long)(sent - run), (unsigned long long)sent);
     for (int r = 0; r < boot.size; r++)
         util_log(LOG_ERROR, "  rank %d sent %llu, ran %llu, dropped %llu malformed", r,
-                 (unsigned long long)all[r].sent, (unsigned long long)all[r].run,
-                 (unsigned long long)all[r].dropped);
+                 (unsigned long long)all[r].q.sent, (unsigned long long)all[r].q.run,
+                 (unsigned long long)all[r].q.dropped);
 }
 
 /* Quiescence: every message any rank sent (both classes, every transport)
@@ -160,25 +164,25 @@ static void core_report_lost(const struct am_quiet *all, uint64_t sent, uint64_t
  * rank send) (Mattern's four-counter method). */
 static int core_quiesce(void)
 {
-    struct am_quiet *all = malloc((size_t)boot.size * sizeof *all);
+    struct core_wave *all = malloc((size_t)boot.size * sizeof *all);
     if (!all)
         return SHOAL_ENOMEM;
     uint64_t prev_sent = UINT64_MAX, prev_run = UINT64_MAX;
     uint64_t changed_at = util_now_ns();
     for (;;) {
-        struct am_quiet q;
-        core_settle(&q);
-        q.stalled = util_now_ns() - changed_at > core_stall_ns();
-        int rc = boot_allgather(&q, sizeof q, all);
+        struct core_wave mine;
+        core_settle(&mine.q);
+        mine.stalled = util_now_ns() - changed_at > core_stall_ns();
+        int rc = boot_allgather(&mine, sizeof mine, all);
         if (rc) {
             free(all);
             return rc;
         }
         uint64_t sent = 0, run = 0, unsettled = 0;
         for (int r = 0; r < boot.size; r++) {
-            sent += all[r].sent;
-            run += all[r].run;
-            unsettled += all[r].unsettled;
+            sent += all[r].q.sent;
+            run += all[r].q.run;
+            unsettled += all[r].q.unsettled;
         }
         if (sent == run && sent == prev_sent && run == prev_run && !unsettled)
             break;

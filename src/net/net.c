@@ -74,7 +74,6 @@ static struct {
     int sockbuf;
     struct rel *rel[2];
     struct wire_key key;          /* the job's secret, which the engines tag packets with */
-    struct wire_expect expect;    /* what this rank accepts (segment_unknown) */
     struct faults fsend, frecv;
     int faulty;
     net_deliver_fn deliver;
@@ -411,12 +410,6 @@ static void take_packet(const unsigned char *pkt, size_t len)
         engine_input(NULL, 0, pkt, len);
 }
 
-/* Hands the packets of one receive (got buffers, len bytes each) to the
- * engines.  Over UDP with net.gro a buffer may hold several datagrams the
- * kernel coalesced: it is cut every seg bytes, where the kernel says its
- * datagrams begin, never where a packet's own length field points, so a
- * datagram is one packet whatever it holds (seg NULL: every buffer is
- * one).  The engines may keep packets of it (engine_take). */
 /* Where the datagrams in a buffer of n bytes begin, when a single receive
  * took no control message (seg 0, udp.h): a coalesced run's datagrams are
  * all as long as its first, and a first datagram the job's tag
@@ -426,9 +419,16 @@ static size_t segment_unknown(const unsigned char *buf, size_t n)
 {
     size_t first = wire_packet_bytes(buf, n);
     struct wire_header h;
-    return first < n && wire_decode(buf, first, &net.expect, &h) == WIRE_OK ? first : n;
+    return first < n && wire_decode(buf, first, rel_expect(net.rel[0]), &h) == WIRE_OK ? first : n;
 }
 
+/* Hands the packets of one receive (got buffers, len bytes each) to the
+ * engines.  Over UDP with net.gro a buffer may hold several datagrams the
+ * kernel coalesced: it is cut every seg bytes, where the kernel says its
+ * datagrams begin (or segment_unknown), never where an unauthenticated
+ * length field points, so a datagram is one packet whatever it holds (seg
+ * NULL: every buffer is one).  The engines may keep packets of it
+ * (engine_take). */
 static void take_received(int got, const size_t *len, const size_t *seg)
 {
     for (int i = 0; i < got; i++) {
@@ -696,8 +696,6 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     util_fault_parse(util_config_str(CFG_FAULTS), &fc, NULL, 0); /* validated when the config loaded */
     net.faulty = fault_active(&fc);
     c.need_checksum = net.carrier == CARRIER_ETH || fc.corrupt > 0;
-    net.expect = (struct wire_expect){.job = c.job, .key = c.key, .self = c.self, .nranks = c.nranks,
-                                      .need_checksum = c.need_checksum};
     fault_init(&net.fsend, &fc, 2ull * (uint64_t)net.rank);
     fault_init(&net.frecv, &fc, 2ull * (uint64_t)net.rank + 1);
     static const struct rel_io io = {.xmit = engine_xmit, .peer_dead = engine_peer_dead, .take = engine_take,

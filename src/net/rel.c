@@ -1135,6 +1135,11 @@ void rel_release(struct rel *r, uint64_t now)
     r->stats.delivered++;
 }
 
+const struct wire_expect *rel_expect(const struct rel *r)
+{
+    return &r->expect;
+}
+
 const struct rel_stats *rel_stats(const struct rel *r)
 {
     return &r->stats;

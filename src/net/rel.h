@@ -233,6 +233,9 @@ int rel_recv(struct rel *r, struct rel_msg *m);
 void rel_release(struct rel *r, uint64_t now);
 
 const struct rel_stats *rel_stats(const struct rel *r);
+/* What rel_input accepts (job, secret, ranks, checksum rule), for a
+ * carrier that must judge a packet before handing it over. */
+const struct wire_expect *rel_expect(const struct rel *r);
 /* 1 if a packet of len bytes is on the reply channel (its WIRE_F_REPLY
  * bit; 0 for anything too short to tell). */
 int rel_packet_is_reply(const void *pkt, size_t len);

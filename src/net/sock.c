@@ -105,7 +105,7 @@ static int recv_one(int fd, struct sock_rx *rx, int want_from)
     struct mmsghdr *m = &rx->m[0];
     socklen_t fromlen = sizeof rx->from[0];
     ssize_t n = recvfrom(fd, rx->iov[0].iov_base, rx->iov[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
-                 want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
+                         want_from ? (struct sockaddr *)&rx->from[0] : NULL, want_from ? &fromlen : NULL);
     if (n < 0)
         return recv_failed();
     int trunc = (size_t)n > rx->iov[0].iov_len;
