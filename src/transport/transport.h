@@ -1,0 +1,104 @@
+/* The transport interface: what the AM layer needs of a transport that
+ * reaches ranks whose memory is not mapped here (udp and eth in net/, ofi
+ * in ofi/).  Shared memory is the other kind of transport: its rings are
+ * inline in am.c behind one local-peer test, because its fast path is a
+ * handful of instructions an indirect call would double.
+ *
+ * A message transport moves opaque messages of up to max_payload() bytes,
+ * reliably and in order per (peer, channel), on two channels: requests and
+ * replies, each with its own credits, so a reply never waits for room only
+ * the peer's request handlers free (seed 002: CMAM's two networks).  Framing
+ * active messages into messages is the AM layer's (am/am_net.c), the same
+ * over every transport.
+ *
+ * Progress is the caller's: nothing is delivered except inside poll(), on
+ * the calling thread.  A transport may keep a thread of its own for acks and
+ * keepalives, never for delivery.
+ *
+ * This header depends on nothing but the C library, so a transport's folder
+ * includes it and util/util.h, and no layer above am includes a transport. */
+#ifndef SHOAL_TRANSPORT_H
+#define SHOAL_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tp_channel { TP_REQUEST = 0, TP_REPLY = 1 };
+
+/* One delivered message, valid only during the deliver call. */
+struct tp_msg {
+    uint32_t peer;
+    enum tp_channel channel;
+    int bcast; /* arrived by best-effort broadcast (on the request channel) */
+    const void *data;
+    size_t len;
+};
+
+/* Runs one delivered message; it may call send() (a reply). */
+typedef void (*tp_deliver_fn)(const struct tp_msg *m);
+
+/* What a transport did (shoal_get_stats, shoal-info, tests).  A transport
+ * fills the counters that mean something for it and leaves the rest 0. */
+struct tp_stats {
+    uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
+    uint64_t retransmits, acks_sent, send_overflows; /* send_overflows: the socket buffer was full */
+    uint64_t dropped;           /* packets the decoder or the engines refused, all reasons */
+    uint64_t dropped_foreign;   /* of which not this job's (magic, job, key, version) */
+    uint64_t dropped_malformed; /* of which damaged (length, checksum, type, rank) */
+    uint64_t faults_dropped;    /* lost on purpose by SHOAL_FAULTS */
+    uint64_t thread_runs;       /* times a progress thread worked for an absent application */
+    uint64_t send_batches;      /* flushes of the send queue that had packets */
+    uint64_t rx_coalesced;      /* udp: receive buffers that held several datagrams the kernel coalesced */
+};
+
+/* What init is given.  serves[r] is 1 for every rank this transport must
+ * reach (the others are on shared memory, or this rank); the transport may
+ * still open an endpoint to every rank.  init is collective over the whole
+ * job (every rank calls it, through the bootstrap's allgather), even on a
+ * rank whose serves[] is all 0. */
+struct tp_init {
+    int rank, nranks;
+    uint64_t job_id;
+    const char *name;       /* the SHOAL_TRANSPORT value that chose it ("udp", "eth", "ofi") */
+    const uint8_t *serves;  /* [nranks] */
+    tp_deliver_fn deliver;
+};
+
+struct tp_ops {
+    const char *name;
+    /* Collective.  SHOAL_OK or a negative SHOAL_E code after logging why. */
+    int (*init)(const struct tp_init *in);
+    /* Waits (bounded) until what this rank sent is acknowledged, then closes. */
+    void (*fini)(void);
+    /* 1 when everything this rank sent to a live peer has arrived there. */
+    int (*settled)(void);
+    /* The largest message send() takes, head and body together. */
+    size_t (*max_payload)(void);
+    /* Queues one message for dest: head then body (copied; either may be
+     * empty).  SHOAL_OK, SHOAL_EAGAIN (no room or credits: poll and retry),
+     * SHOAL_EPEERDEAD. */
+    int (*send)(int dest, enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen);
+    /* Messages send() to dest would take right now without SHOAL_EAGAIN. */
+    uint32_t (*room)(int dest, enum tp_channel ch);
+    /* Hands queued messages to the network (sends with SHOAL_MORE queue). */
+    void (*flush)(void);
+    /* Receives, runs timers and delivers messages (only replies when
+     * replies_only); returns the events that happened (0: nothing, so a
+     * waiter may back off). */
+    unsigned (*poll)(int replies_only);
+    /* Sleeps until something arrives, a timer is due, or max_ns pass. */
+    void (*wait)(uint64_t max_ns);
+    /* "udp 10.0.0.2:40001": this rank's endpoint. */
+    const char *(*describe)(char *buf, size_t cap);
+    void (*stats)(struct tp_stats *out);
+
+    /* Optional (NULL: not offered).  Best-effort message to every other
+     * rank, delivered with bcast set (SHOAL_EINVAL above max_payload). */
+    int (*bcast)(const void *head, size_t hlen, const void *body, size_t blen);
+    /* 1 when bcast is one transmission every other host receives. */
+    int (*bcast_native)(void);
+    /* A collective starts (1) or stops (0) waiting for broadcasts (nests). */
+    void (*bcast_listen)(int on);
+};
+
+#endif
