@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The transport list (util/transports.h) and what this build has of it. */
+static void print_transports(void)
+{
+    printf("transports (SHOAL_TRANSPORT):\n");
+    for (int t = 0; t < UTIL_TP_COUNT; t++)
+        printf("  %-4s %-15s %s\n", util_transport_list[t].name,
+               am_transport_built_in((enum util_transport)t) ? "built in" : "not built in", util_transport_list[t].what);
+}
+
 static void print_settings(void)
 {
     size_t n;
@@ -51,7 +60,7 @@ int main(int argc, char **argv)
     }
     int rc = util_config_load();
     printf("shoal %s\n", SHOAL_VERSION_STRING);
-    printf("transports compiled in: shm (cachable-queue rings, memfd segments), udp and eth (the cluster protocol)\n");
+    print_transports();
     printf("launch: shoalrun (local processes; other hosts through a remote shell, --hosts)\n");
     print_settings();
     if (rc) {

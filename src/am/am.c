@@ -2,7 +2,6 @@
 #include "am/am.h"
 #include "am/hang.h"
 #include "boot/boot.h"
-#include "net/net.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -105,7 +104,7 @@ void am_wait_step(struct util_backoff *b)
 {
     hang_check();
     if (UTIL_UNLIKELY(am.net_block_ns) && b->spins >= AM_BLOCK_AFTER_POLLS) {
-        net_wait(am.net_block_ns); /* no CPU until something happens */
+        am.tp->wait(am.net_block_ns); /* no CPU until something happens */
         am_check_launcher(); /* the sleep may have been long */
         return;
     }
@@ -220,7 +219,7 @@ static void am_thread_leave(long prev)
 
 static unsigned am_poll_all(int replies_only)
 {
-    unsigned done = am.remote ? net_poll(replies_only) : 0;
+    unsigned done = am.tp ? am.tp->poll(replies_only) : 0;
     if (am.quiescent)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
                               memory_order_release);

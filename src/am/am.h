@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "shm/shm.h"
+#include "transport/transport.h"
+#include "util/transports.h"
 #include "util/util.h"
 #include "shoal.h"
 
@@ -46,7 +48,8 @@ struct am_state {
     struct am_segment segs[AM_MAX_SEGMENTS];
     struct shoal_stats stats;
     _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
-    uint8_t *remote;             /* [nranks]: 1 = reached over the cluster transport; NULL: all over shm */
+    uint8_t *remote;             /* [nranks]: 1 = reached over the message transport tp; NULL: all over shm */
+    const struct tp_ops *tp;     /* the job's message transport (SHOAL_TRANSPORT), NULL while remote is */
     uint64_t *net_barrier;       /* [SHM_BARRIER_ROUNDS]: latest epoch announced per round over the network */
     uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
 };
@@ -93,7 +96,14 @@ void am_progress_wait(struct util_backoff *b, int replies_only);
 void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
                     size_t n);
 
-/* ---- over the cluster transport (am_net.c) ------------------------------ */
+/* ---- the transports (transports.c) -------------------------------------- */
+/* The implementation of transport t: NULL for shm (inline here) and for a
+ * transport this build lacks. */
+const struct tp_ops *am_transport_ops(enum util_transport t);
+/* 1 when this build can run transport t. */
+int am_transport_built_in(enum util_transport t);
+
+/* ---- over a message transport (am_net.c) -------------------------------- */
 /* Collective: starts the transport when SHOAL_TRANSPORT names one and some
  * peer is not reached over shm (SHOAL_NET_LOCAL=1: every peer but self). */
 int am_net_init(uint64_t job_id);
@@ -101,9 +111,16 @@ void am_net_fini(void);
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args);
-/* Sends what requests with SHOAL_MORE left queued in the cluster transport
+/* Sends what requests with SHOAL_MORE left queued in the message transport
  * (nothing queues over shared memory). */
 void am_net_flush(void);
+/* 1 when am_bcast_internal is one transmission that every other host
+ * receives (the transport's native broadcast). */
+int am_bcast_native(void);
+/* A collective starts (1) or stops (0) waiting for broadcasts (nests). */
+void am_bcast_listen(int on);
+/* What the message transport did; zeros when the job has none. */
+void am_transport_stats(struct tp_stats *out);
 /* One best-effort datagram to every other rank, run there as a request to
  * internal handler `handler` (it may be lost), with a medium payload of up
  * to am_net_medium_in_one(nargs) bytes (SHOAL_ETOOBIG above). */

@@ -1,4 +1,4 @@
-/* Active messages over the cluster transport (net/net.h).
+/* Active messages over a message transport (transport/transport.h).
  *
  * Each message is one or more DATA payloads on the channel of its class
  * (requests, replies), which the transport delivers reliably and in order
@@ -13,7 +13,6 @@
 #include "am/am.h"
 #include "am/hang.h"
 #include "boot/boot.h"
-#include "net/net.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -72,7 +71,7 @@ static int am_net_push(int dest, enum am_class cls, const unsigned char *head, s
 {
     struct util_backoff b;
     util_backoff_init(&b);
-    int rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen);
+    int rc = am.tp->send(dest, (enum tp_channel)cls, head, hlen, body, blen);
     if (UTIL_LIKELY(rc != SHOAL_EAGAIN))
         return rc;
     hang_push("a send", dest, cls, NULL, am_describe_credits);
@@ -80,7 +79,7 @@ static int am_net_push(int dest, enum am_class cls, const unsigned char *head, s
         if (b.spins == 0)
             am.stats.send_stalls++;
         am_progress_wait(&b, cls == AM_REP);
-    } while ((rc = net_send(dest, (enum net_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN);
+    } while ((rc = am.tp->send(dest, (enum tp_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN);
     hang_pop();
     return rc;
 }
@@ -114,7 +113,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                            .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
     /* SHOAL_IMMEDIATE is all or nothing: room for every fragment now, or
      * SHOAL_EAGAIN with nothing sent (a caller in a handler never waits) */
-    if ((flags & SHOAL_IMMEDIATE) && net_room(dest, (enum net_channel)cls) < am_net_fragments(&h, nbytes))
+    if ((flags & SHOAL_IMMEDIATE) && am.tp->room(dest, (enum tp_channel)cls) < am_net_fragments(&h, nbytes))
         return SHOAL_EAGAIN;
     size_t done = 0;
     do {
@@ -131,7 +130,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
         done += chunk;
     } while (done < nbytes);
     if (!(flags & SHOAL_MORE))
-        net_flush();
+        am.tp->flush();
     am.stats.am_sent[cls]++;
     am.stats.bytes_sent += nbytes;
     return SHOAL_OK;
@@ -139,8 +138,26 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
 
 void am_net_flush(void)
 {
-    if (am.remote)
-        net_flush();
+    if (am.tp)
+        am.tp->flush();
+}
+
+int am_bcast_native(void)
+{
+    return am.tp && am.tp->bcast_native && am.tp->bcast_native();
+}
+
+void am_bcast_listen(int on)
+{
+    if (am.tp && am.tp->bcast_listen)
+        am.tp->bcast_listen(on);
+}
+
+void am_transport_stats(struct tp_stats *out)
+{
+    *out = (struct tp_stats){0};
+    if (am.tp)
+        am.tp->stats(out);
 }
 
 int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, const void *src, size_t nbytes)
@@ -153,8 +170,10 @@ int am_bcast_internal(unsigned handler, unsigned nargs, const uint64_t *args, co
     memcpy(head, &h, sizeof h);
     if (nargs)
         memcpy(head + sizeof h, args, 8 * (size_t)nargs);
-    int rc = net_bcast(head, am_net_data_at(&h, 1), src, nbytes);
-    net_flush();
+    if (!am_bcast_native())
+        return SHOAL_EINVAL; /* callers broadcast this way only where the transport can */
+    int rc = am.tp->bcast(head, am_net_data_at(&h, 1), src, nbytes);
+    am.tp->flush();
     return rc;
 }
 
@@ -285,7 +304,7 @@ static void am_net_fragment(uint32_t peer, enum am_class cls, int bcast, const u
     }
 }
 
-static void am_net_deliver(const struct net_msg *m)
+static void am_net_deliver(const struct tp_msg *m)
 {
     am_net_fragment(m->peer, m->bcast ? AM_REQ : (enum am_class)m->channel, m->bcast, m->data, m->len);
 }
@@ -295,7 +314,7 @@ void am_quiet_state(struct am_quiet *q)
     q->sent = am.stats.am_sent[AM_REQ] + am.stats.am_sent[AM_REP];
     q->run = am.stats.am_received[AM_REQ] + am.stats.am_received[AM_REP] - an.bcasts_run;
     q->dropped = am.stats.dropped;
-    q->unsettled = am.remote && !net_settled();
+    q->unsettled = am.tp && !am.tp->settled();
 }
 
 /* ---- start-up ----------------------------------------------------------- */
@@ -326,9 +345,16 @@ int am_net_init(uint64_t job_id)
     int elsewhere = 0;
     while (am.shm->local_index[elsewhere] >= 0)
         elsewhere++;
-    if (strcmp(transport, "shm") == 0) {
+    enum util_transport t = (enum util_transport)util_transport_find(transport); /* config checked the name */
+    if (t == UTIL_TP_shm) {
         LOG(LOG_ERROR, "rank %d runs on another host (host %d, this is host %d) but SHOAL_TRANSPORT=shm "
             "reaches only this host; use udp or eth", elsewhere, boot_host_of(elsewhere), boot_host_of(am.rank));
+        return SHOAL_EINVAL;
+    }
+    const struct tp_ops *tp = am_transport_ops(t);
+    if (!tp) {
+        LOG(LOG_ERROR, "SHOAL_TRANSPORT=%s, but this build of shoal has no %s transport (its library was not "
+            "found when shoal was built; shoal-info lists what is built in)", transport, transport);
         return SHOAL_EINVAL;
     }
     am.remote = calloc((size_t)am.nranks, 1);
@@ -337,18 +363,21 @@ int am_net_init(uint64_t job_id)
         return SHOAL_ENOMEM;
     for (int r = 0; r < am.nranks; r++)
         am.remote[r] = am.shm->local_index[r] < 0;
-    int rc = net_init(am.rank, am.nranks, job_id, transport, am_net_deliver);
+    struct tp_init in = {.rank = am.rank, .nranks = am.nranks, .job_id = job_id, .name = transport,
+                         .serves = am.remote, .deliver = am_net_deliver};
+    int rc = tp->init(&in);
     if (rc)
         return rc;
-    an.max_payload = net_max_payload();
+    am.tp = tp;
+    an.max_payload = tp->max_payload();
     am.net_block_ns = am_net_block_ns();
     return SHOAL_OK;
 }
 
 void am_net_fini(void)
 {
-    if (am.remote)
-        net_fini();
+    if (am.tp)
+        am.tp->fini();
     for (int i = 0; an.rx && i < am.nranks * 2; i++) {
         if (an.rx[i])
             free(an.rx[i]->buf);
@@ -359,5 +388,6 @@ void am_net_fini(void)
     free(am.remote);
     free(am.net_barrier);
     am.remote = NULL;
+    am.tp = NULL;
     am.net_barrier = NULL;
 }

@@ -25,7 +25,6 @@
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
-#include "net/net.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,13 +162,13 @@ const int *coll_leaders(int *n)
 int coll_use_broadcast(void)
 {
     coll_layout();
-    return am.remote && net_bcast_native() && bb.nleaders > 1;
+    return am_bcast_native() && bb.nleaders > 1;
 }
 
 void coll_listen(int on)
 {
     if (coll_use_broadcast())
-        net_bcast_listen(on);
+        am_bcast_listen(on);
 }
 
 /* ---- what a waiting barrier knows (the hang report) -------------------- */

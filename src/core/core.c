@@ -3,7 +3,6 @@
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
-#include "net/net.h"
 #include "rma/rma.h"
 #include "shm/shm.h"
 #include "util/util.h"
@@ -312,9 +311,9 @@ int shoal_stats_get(struct shoal_stats *out)
     if (!out)
         return SHOAL_EINVAL;
     *out = am.stats;
-    if (am.remote) {
-        struct net_stats ns;
-        net_get_stats(&ns);
+    if (am.tp) {
+        struct tp_stats ns;
+        am_transport_stats(&ns);
         out->net_packets_sent = ns.packets_sent;
         out->net_packets_received = ns.packets_received;
         out->net_retransmits = ns.retransmits;

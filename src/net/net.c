@@ -58,6 +58,8 @@ struct net_lent {
 };
 #define NET_LENT_MAX 64u
 
+static int net_bcast_native(void);
+
 static struct {
     int active;
     enum carrier carrier;
@@ -76,7 +78,7 @@ static struct {
     struct wire_key key;          /* the job's secret, which the engines tag packets with */
     struct faults fsend, frecv;
     int faulty;
-    net_deliver_fn deliver;
+    tp_deliver_fn deliver;
     size_t max_payload, pkt_cap;
     int gro;                      /* udp: the kernel may coalesce received datagrams (udp_gro_enable) */
     size_t rx_cap;                /* bytes per receive buffer: pkt_cap, or UDP_GRO_BYTES with gro */
@@ -98,7 +100,7 @@ static struct {
     unsigned polling; /* net_poll is running (nested: a handler waiting for room polls) */
     uint64_t accepted; /* packets the engines took */
     int closing;
-    struct net_stats stats;
+    struct tp_stats stats;
     int thread_on;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -214,6 +216,9 @@ static void engine_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, in
     net.xmit_stable = NULL;
 }
 
+static const char *net_carrier(void);
+static void net_get_stats(struct tp_stats *out);
+
 static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
 {
     (void)ctx;
@@ -246,8 +251,9 @@ static void attended_until(uint64_t t)
 }
 
 static void receive_batch(void);
+static uint64_t net_idle_ns(void);
 
-int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
+static int net_send(int dest, enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
 {
     lock();
     /* a handler's reply takes the time of the poll that runs it: handlers
@@ -266,7 +272,7 @@ int net_send(int dest, enum net_channel ch, const void *head, size_t hlen, const
     return rc;
 }
 
-uint32_t net_room(int dest, enum net_channel ch)
+static uint32_t net_room(int dest, enum tp_channel ch)
 {
     lock();
     uint32_t room = rel_room(net.rel[ch], (uint32_t)dest);
@@ -274,18 +280,18 @@ uint32_t net_room(int dest, enum net_channel ch)
     return room;
 }
 
-int net_bcast(const void *head, size_t hlen, const void *body, size_t blen)
+static int net_bcast(const void *head, size_t hlen, const void *body, size_t blen)
 {
     lock();
     net.now = util_now_ns();
-    int rc = rel_bcast(net.rel[NET_REQUEST], head, hlen, body, blen);
+    int rc = rel_bcast(net.rel[TP_REQUEST], head, hlen, body, blen);
     unlock();
     return rc;
 }
 
 /* What handlers send leaves when their poll ends, all in one batch: a
  * poll that runs many requests' handlers sends their replies together. */
-void net_flush(void)
+static void net_flush(void)
 {
     lock();
     if (!net.polling)
@@ -493,12 +499,12 @@ static void run_timers(void)
     pool_tick(&net.spare, net.now);
 }
 
-static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget)
+static unsigned deliver_from(struct rel *r, enum tp_channel ch, unsigned budget)
 {
     unsigned done = 0;
     struct rel_msg m;
     while (done < budget && rel_recv(r, &m) == SHOAL_OK) {
-        struct net_msg nm = {.peer = m.peer, .channel = ch, .bcast = m.bcast, .data = m.data, .len = m.len};
+        struct tp_msg nm = {.peer = m.peer, .channel = ch, .bcast = m.bcast, .data = m.data, .len = m.len};
         net.deliver(&nm);
         rel_release(r, net.now);
         done++;
@@ -506,7 +512,7 @@ static unsigned deliver_from(struct rel *r, enum net_channel ch, unsigned budget
     return done;
 }
 
-unsigned net_poll(int replies_only)
+static unsigned net_poll(int replies_only)
 {
     lock();
     net.now = util_now_ns();
@@ -519,16 +525,16 @@ unsigned net_poll(int replies_only)
      * lo, a duplicate) is not news: counted, it would keep a waiter from
      * backing off for as long as someone else's traffic lasts */
     unsigned done = (unsigned)(net.accepted - accepted);
-    done += deliver_from(net.rel[NET_REPLY], NET_REPLY, NET_DELIVER_BATCH);
+    done += deliver_from(net.rel[TP_REPLY], TP_REPLY, NET_DELIVER_BATCH);
     if (!replies_only)
-        done += deliver_from(net.rel[NET_REQUEST], NET_REQUEST, NET_DELIVER_BATCH);
+        done += deliver_from(net.rel[TP_REQUEST], TP_REQUEST, NET_DELIVER_BATCH);
     flush_tx();
     net.polling--;
     unlock();
     return done;
 }
 
-void net_wait(uint64_t max_ns)
+static void net_wait(uint64_t max_ns)
 {
     lock();
     flush_tx();
@@ -543,7 +549,7 @@ void net_wait(uint64_t max_ns)
     ppoll(pfd, reading_bcast() ? 2 : 1, &ts, NULL);
 }
 
-const char *net_describe(char *buf, size_t cap)
+static const char *net_describe(char *buf, size_t cap)
 {
     char ep[64];
     if (net.carrier == CARRIER_ETH)
@@ -616,7 +622,7 @@ static void stop_thread(void)
     pthread_mutex_destroy(&net.lock);
 }
 
-uint64_t net_idle_ns(void)
+static uint64_t net_idle_ns(void)
 {
     uint64_t t = next_deadline(), now = util_now_ns(), cap = 100000000ull;
     return t <= now ? 0 : t - now < cap ? t - now : cap;
@@ -706,7 +712,7 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
         rc = rel_create(&net.rel[ch], &c, &io, NULL);
     }
     if (rc == SHOAL_OK)
-        rel_link(net.rel[NET_REQUEST], net.rel[NET_REPLY]);
+        rel_link(net.rel[TP_REQUEST], net.rel[TP_REPLY]);
     return rc;
 }
 
@@ -739,11 +745,14 @@ static int open_udp_bcast(void)
     return rc;
 }
 
-int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_deliver_fn deliver)
+static int net_init(const struct tp_init *in)
 {
+    int rank = in->rank, nranks = in->nranks;
+    uint64_t job_id = in->job_id;
+    const char *transport = in->name;
     net.rank = rank;
     net.nranks = nranks;
-    net.deliver = deliver;
+    net.deliver = in->deliver;
     struct net_addr me = {.incarnation = new_incarnation()};
     int rc = SHOAL_OK;
     if (getrandom(me.secret, sizeof me.secret, 0) != sizeof me.secret) {
@@ -818,7 +827,7 @@ int net_init(int rank, int nranks, uint64_t job_id, const char *transport, net_d
     return SHOAL_OK;
 }
 
-int net_settled(void)
+static int net_settled(void)
 {
     lock();
     int all = 1;
@@ -832,7 +841,7 @@ int net_settled(void)
     return all;
 }
 
-void net_fini(void)
+static void net_fini(void)
 {
     stop_thread();
     if (net.active) {
@@ -846,7 +855,7 @@ void net_fini(void)
         } while (!net_settled() && util_now_ns() < until);
     }
     if (net.active) {
-        struct net_stats st;
+        struct tp_stats st;
         net_get_stats(&st);
         LOG(LOG_INFO, "%s: %llu packets sent, %llu received, %llu retransmitted, %llu explicit acks, "
             "%llu lost to a full socket buffer, %llu dropped (%llu foreign, %llu malformed), %llu lost by SHOAL_FAULTS",
@@ -877,31 +886,31 @@ void net_fini(void)
     net.udp.fd = net.ubcast.fd = net.eth.fd = -1;
 }
 
-const char *net_carrier(void)
+static const char *net_carrier(void)
 {
     if (!net.active)
         return NULL;
     return net.carrier == CARRIER_ETH ? "eth" : "udp";
 }
 
-int net_bcast_native(void)
+static int net_bcast_native(void)
 {
     return net.active && net.bcast_native;
 }
 
-void net_bcast_listen(int on)
+static void net_bcast_listen(int on)
 {
     lock();
     net.listening += on ? 1 : -1;
     unlock();
 }
 
-size_t net_max_payload(void)
+static size_t net_max_payload(void)
 {
     return net.max_payload;
 }
 
-void net_get_stats(struct net_stats *out)
+static void net_get_stats(struct tp_stats *out)
 {
     lock();
     *out = net.stats;
@@ -913,3 +922,21 @@ void net_get_stats(struct net_stats *out)
     out->faults_dropped = net.fsend.stats.dropped + net.frecv.stats.dropped;
     unlock();
 }
+
+/* One table serves both carriers: init picks udp or eth from the name. */
+const struct tp_ops net_transport = {
+    .init = net_init,
+    .fini = net_fini,
+    .settled = net_settled,
+    .max_payload = net_max_payload,
+    .send = net_send,
+    .room = net_room,
+    .flush = net_flush,
+    .poll = net_poll,
+    .wait = net_wait,
+    .describe = net_describe,
+    .stats = net_get_stats,
+    .bcast = net_bcast,
+    .bcast_native = net_bcast_native,
+    .bcast_listen = net_bcast_listen,
+};

@@ -65,7 +65,6 @@ struct tp_init {
 };
 
 struct tp_ops {
-    const char *name;
     /* Collective.  SHOAL_OK or a negative SHOAL_E code after logging why. */
     int (*init)(const struct tp_init *in);
     /* Waits (bounded) until what this rank sent is acknowledged, then closes. */

@@ -1,5 +1,6 @@
 /* The one place SHOAL_* environment variables are read. */
 #include "util.h"
+#include "util/transports.h"
 #include "shoal.h"
 
 #include <errno.h>
@@ -20,7 +21,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
     [CFG_TRANSPORT] = {"SHOAL_TRANSPORT", "udp",
-                       "transport between ranks on different hosts: udp (UDP/IPv4 or IPv6), eth (raw Ethernet frames; needs CAP_NET_RAW, else udp with a notice), shm (the job must run on one host); ranks on one host always use shm between themselves unless SHOAL_NET_LOCAL=1"},
+                       "transport between ranks on different hosts, one of util/transports.h (shoal-info lists them): udp (UDP/IPv4 or IPv6), eth (raw Ethernet frames; needs CAP_NET_RAW, else udp with a notice), ofi (libfabric, where built in), shm (the job must run on one host); ranks on one host always use shm between themselves unless SHOAL_NET_LOCAL=1"},
     [CFG_RMA_HEAP] = {"SHOAL_RMA_HEAP", "16G",
                       "address space of each rank's shared heap, which shoal_mem_create carves segments from (sparse: only segments use memory; every local peer maps every heap)"},
     [CFG_RMA_DIRECT] = {"SHOAL_RMA_DIRECT", "1",
@@ -120,7 +121,7 @@ static int validate(enum util_cfg_id id, const char *v)
         return (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
                 strcmp(v, "debug") && strcmp(v, "trace")) ? -1 : 0;
     case CFG_TRANSPORT:
-        return (strcmp(v, "shm") && strcmp(v, "udp") && strcmp(v, "eth")) ? -1 : 0;
+        return util_transport_find(v) < 0 ? -1 : 0;
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:

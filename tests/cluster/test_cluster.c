@@ -281,7 +281,7 @@ static void test_inject(void)
     CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
     if (me == 1) {
         char ep[96];
-        net_describe(ep, sizeof ep);
+        net_transport.describe(ep, sizeof ep);
         CHECK_RC(shoal_am_request_medium(0, H_ENDPOINT, 0, ep, strlen(ep) + 1, shoal_noargs), SHOAL_OK);
     }
     if (me == 0) {
@@ -333,7 +333,7 @@ static void test_inject(void)
          * frames for other ranks (as malformed: not its rank) and other
          * jobs' frames (foreign): there the counts are lower bounds. */
         char ep[96];
-        int shared = strncmp(net_describe(ep, sizeof ep), "eth", 3) == 0;
+        int shared = strncmp(net_transport.describe(ep, sizeof ep), "eth", 3) == 0;
         CHECK(shared ? f >= foreign : f == foreign, "%llu foreign drops for %llu injected", (unsigned long long)f,
               (unsigned long long)foreign);
         CHECK(shared ? m >= malformed : m == malformed, "%llu malformed drops for %llu injected",
@@ -348,7 +348,7 @@ static void test_inject(void)
 #define BARRIERS 200
 static void test_barriers(void)
 {
-    CHECK(net_bcast_native(), "the job has no native broadcast (run it on hosts with a broadcast address)");
+    CHECK(net_transport.bcast_native(), "the job has no native broadcast (run it on hosts with a broadcast address)");
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     struct shoal_stats before, after;
     CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
@@ -401,8 +401,8 @@ static void test_coalesce(void)
 {
     shoal_am_register(H_BURST, burst);
     CHECK_RC(shoal_barrier(), SHOAL_OK);
-    struct net_stats before, after;
-    net_get_stats(&before);
+    struct tp_stats before, after;
+    net_transport.stats(&before);
     double t0 = test_now();
     if (me == 0) {
         static char buf[1000];
@@ -417,7 +417,7 @@ static void test_coalesce(void)
         }
     }
     CHECK_RC(shoal_barrier(), SHOAL_OK);
-    net_get_stats(&after);
+    net_transport.stats(&after);
     if (me == 1) {
         uint64_t c = after.rx_coalesced - before.rx_coalesced, p = after.packets_received - before.packets_received;
         printf("coalesce: %llu packets received, %llu buffers of several\n", (unsigned long long)p,

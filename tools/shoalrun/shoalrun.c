@@ -18,6 +18,7 @@
 #include "hosts.h"
 #include "waitgraph.h"
 #include "shoal.h"
+#include "util/transports.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -279,8 +280,8 @@ static void parse_env(const char *s)
 /* Checked here too, so a typo is a usage error rather than every rank's. */
 static void parse_transport(const char *s)
 {
-    if (strcmp(s, "shm") && strcmp(s, "udp") && strcmp(s, "eth"))
-        bad_usage("--transport is shm, udp or eth, not \"%s\"", s);
+    if (util_transport_find(s) < 0)
+        bad_usage("--transport is %s, not \"%s\"", util_transport_names(), s);
     setenv(util_config_table(&(size_t){0})[CFG_TRANSPORT].name, s, 1);
 }
 
