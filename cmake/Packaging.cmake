@@ -16,8 +16,8 @@ if(SHOAL_SANITIZE)
   set(SHOAL_PC_LIBS_EXTRA " -fsanitize=${SHOAL_SANITIZE}")
 endif()
 
-# Both libraries are built from $<TARGET_OBJECTS:shoal_objects> rather than
-# by linking the object library, so neither shoal_objects nor the in-tree
+# Both libraries are built from the layers' $<TARGET_OBJECTS:...> rather than
+# by linking the object library, so no layer's object library nor the in-tree
 # shoal_internal is part of their link interface and neither is exported.
 install(TARGETS shoal shoal_static EXPORT shoalTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -2,6 +2,7 @@
 #include "am/am.h"
 #include "am/hang.h"
 #include "boot/boot.h"
+#include "shm/shm.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 struct am_state am = {.rank = -1};
+static struct shm_state am_shm;
+_Static_assert(AM_LOCAL_FLAGS == SHM_BARRIER_ROUNDS, "the barrier flags are the shm region's");
 shoal_handler_t am_handlers[AM_MAX_INDEX];
 
 /* A token is not an address: it is the serial number of the handler call it
@@ -292,7 +295,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[i] = args[i];
     uint64_t extra = 0;
     if (kind == AM_MEDIUM) {
-        shm_copy((char *)slot + payload_at, src, nbytes);
+        mem_copy((char *)slot + payload_at, src, nbytes);
         extra = nbytes;
     } else if (kind == AM_LONG) {
         if (nbytes) /* memmove: a long message to self may overlap its source */
@@ -519,9 +522,14 @@ unsigned shoal_am_max_args(void)
     return SHOAL_AM_MAX_ARGS;
 }
 
-int am_init(struct shm_state *shm, int rank, int nranks)
+int am_init(int rank, int nranks)
 {
-    am.shm = shm;
+    int rc = shm_init(&am_shm, rank, nranks);
+    if (rc) {
+        shm_fini(&am_shm); /* what it mapped before it failed */
+        return rc;
+    }
+    struct shm_state *shm = am.shm = &am_shm;
     am.rank = rank;
     am.nranks = nranks;
     am.ctx = AM_CTX_NONE;
@@ -553,6 +561,29 @@ void am_fini(void)
     am_seg_fini();
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */
+    if (am.shm)
+        shm_fini(am.shm);
     am.shm = NULL;
     am.max_medium = 0;
+}
+
+const int *am_local_ranks(int *n)
+{
+    *n = am.shm->nlocal;
+    return am.shm->local;
+}
+
+int am_local_index(int rank)
+{
+    return am.shm->local_index[rank];
+}
+
+_Atomic uint64_t *am_local_flag(int rank, unsigned round)
+{
+    return &shm_barrier_flag(am.shm, rank, round)->epoch;
+}
+
+uint32_t am_ring_slots(void)
+{
+    return am.shm->ring_slots;
 }

@@ -3,9 +3,9 @@
 #ifndef SHOAL_AM_H
 #define SHOAL_AM_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
-#include "shm/shm.h"
 #include "transport/transport.h"
 #include "util/transports.h"
 #include "util/util.h"
@@ -35,6 +35,8 @@ struct am_frame {
     int replied;
 };
 
+struct shm_state;
+
 struct am_state {
     int rank;
     int nranks;
@@ -50,14 +52,19 @@ struct am_state {
     _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
     uint8_t *remote;             /* [nranks]: 1 = reached over the message transport tp; NULL: all over shm */
     const struct tp_ops *tp;     /* the job's message transport (SHOAL_TRANSPORT), NULL while remote is */
-    uint64_t *net_barrier;       /* [SHM_BARRIER_ROUNDS]: latest epoch announced per round over the network */
     uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
 };
 
 extern struct am_state am;
 
-/* Handler indices above the user's range, for the layers built on am. */
+/* Handler indices above the user's range, for the layers built on am: a
+ * block of AM_LAYER_HANDLERS each, so no two layers can collide (the indices
+ * travel in messages: docs/RMA.md and docs/CRL.md list them). */
 #define AM_INTERNAL_BASE SHOAL_AM_MAX_HANDLERS
+#define AM_LAYER_HANDLERS 16u
+enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCKS };
+#define AM_LAYER_BASE(block) (AM_INTERNAL_BASE + (block) * AM_LAYER_HANDLERS)
+_Static_assert(AM_LAYER_BASE(AM_BLOCKS) <= AM_MAX_INDEX, "the layers' handler blocks fit the table");
 void am_register_internal(unsigned index, shoal_handler_t fn);
 /* Medium request from the main program / reply from an internal request
  * handler, to an internal handler; the callers validated their arguments. */
@@ -67,8 +74,22 @@ int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size
                       const uint64_t *args);
 extern shoal_handler_t am_handlers[AM_MAX_INDEX];
 
-int am_init(struct shm_state *shm, int rank, int nranks);
+/* Maps the shared-memory rings (collective) and sets up the handler table. */
+int am_init(int rank, int nranks);
 void am_fini(void);
+
+/* ---- ranks whose memory is mapped here (the shared-memory transport) ---- */
+/* The ranks reached over shared memory, this one included, in rank order. */
+const int *am_local_ranks(int *n);
+/* rank's index in am_local_ranks(), or -1. */
+int am_local_index(int rank);
+/* Flag words of rank's that every local rank may write (release) and rank
+ * reads (acquire): AM_LOCAL_FLAGS of them, for barriers whose epochs only
+ * grow.  Only for local ranks. */
+#define AM_LOCAL_FLAGS 16u
+_Atomic uint64_t *am_local_flag(int rank, unsigned round);
+/* The shm rings' size, for a log line. */
+uint32_t am_ring_slots(void);
 
 /* Medium payload limit for rings of ring_slots (SHOAL_SHM_MEDIUM_MAX capped
  * so a message with all its arguments fits). */

@@ -13,6 +13,7 @@
 #include "am/am.h"
 #include "am/hang.h"
 #include "boot/boot.h"
+#include "shm/shm.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -358,8 +359,7 @@ int am_net_init(uint64_t job_id)
         return SHOAL_EINVAL;
     }
     am.remote = calloc((size_t)am.nranks, 1);
-    am.net_barrier = calloc(SHM_BARRIER_ROUNDS, sizeof *am.net_barrier);
-    if (!am.remote || !am.net_barrier)
+    if (!am.remote)
         return SHOAL_ENOMEM;
     for (int r = 0; r < am.nranks; r++)
         am.remote[r] = am.shm->local_index[r] < 0;
@@ -386,8 +386,6 @@ void am_net_fini(void)
     free(an.rx);
     memset(&an, 0, sizeof an);
     free(am.remote);
-    free(am.net_barrier);
     am.remote = NULL;
     am.tp = NULL;
-    am.net_barrier = NULL;
 }

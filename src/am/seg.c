@@ -2,6 +2,7 @@
  * This is the registration long messages need; the protection model
  * (permissions, keys) extends it in the memory-based communication layer. */
 #include "am/am.h"
+#include "shm/shm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ int am_seg_create(size_t size, shoal_seg_t *seg)
     /* SPMD: every rank allocated the same ids so far, so they agree on id. */
     if (id == AM_MAX_SEGMENTS)
         return SHOAL_ENOMEM;
-    /* SIZE_MAX past the top: shm_alloc refuses it, on this rank, inside
+    /* SIZE_MAX past the top: mem_alloc refuses it, on this rank, inside
      * the collective, so every rank still agrees */
     size_t bytes = util_round_up(size, (size_t)sysconf(_SC_PAGESIZE));
     struct am_segment *s = &am.segs[id];
@@ -32,7 +33,7 @@ int am_seg_create(size_t size, shoal_seg_t *seg)
         util_fatal("out of memory for the table of segment %d", id); /* peers are in the collective */
     /* Handlers run while the descriptors are exchanged (the boot progress
      * hook), so a peer that waits for us meanwhile is served. */
-    int rc = shm_exchange_alloc("shoal-seg", bytes, NULL, 0, am.nranks, s->bases, s->sizes);
+    int rc = mem_exchange_alloc("shoal-seg", bytes, NULL, 0, am.nranks, s->bases, s->sizes);
     if (rc) {
         free(s->bases);
         free(s->sizes);

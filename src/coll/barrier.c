@@ -31,13 +31,13 @@
 #include <string.h>
 
 enum {
-    COLL_H_BARRIER = AM_INTERNAL_BASE + 2, /* dissemination flag (epoch, round) */
+    COLL_H_BARRIER = AM_LAYER_BASE(AM_BLOCK_COLL), /* dissemination flag (epoch, round) */
     COLL_H_ARRIVE,                         /* to rank 0: arrived at (epoch) */
     COLL_H_RELEASE,                        /* from rank 0: (epoch) is complete; broadcast or not */
     COLL_H_QUERY,                          /* to rank 0: not released from (epoch) yet */
 };
 #define COLL_QUERY_NS 2000000ull
-#define COLL_RELEASE_ROUND (SHM_BARRIER_ROUNDS - 1)
+#define COLL_RELEASE_ROUND (AM_LOCAL_FLAGS - 1)
 
 static struct {
     uint32_t arrived[2];    /* rank 0: arrivals per epoch parity (epochs never overlap further) */
@@ -48,6 +48,7 @@ static struct {
     int nleaders;
     int leader_index;       /* this rank's in leaders[]; -1 if it is not one */
     unsigned host_rounds;   /* dissemination rounds among this host's ranks */
+    uint64_t net_flag[AM_LOCAL_FLAGS]; /* latest epoch announced per round over the network */
 } bb;
 
 static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
@@ -55,8 +56,8 @@ static void coll_barrier_flag(shoal_token_t tok, void *buf, size_t n, const uint
     (void)buf, (void)n;
     if (nargs == 2)
         coll_check(shoal_token_source(tok), args[0], COLL_KIND_BARRIER);
-    if (nargs == 2 && args[1] < SHM_BARRIER_ROUNDS && am.net_barrier && am.net_barrier[args[1]] < args[0])
-        am.net_barrier[args[1]] = args[0];
+    if (nargs == 2 && args[1] < AM_LOCAL_FLAGS && bb.net_flag[args[1]] < args[0])
+        bb.net_flag[args[1]] = args[0];
 }
 
 static void coll_arrive(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
@@ -146,10 +147,12 @@ static void coll_layout(void)
         if (first)
             bb.leaders[bb.nleaders++] = r;
     }
-    bb.host_rounds = rounds_for(am.shm->nlocal);
+    int nlocal;
+    am_local_ranks(&nlocal);
+    bb.host_rounds = rounds_for(nlocal);
     if (bb.host_rounds + rounds_for(bb.nleaders) > COLL_RELEASE_ROUND)
         util_fatal("barrier: %d hosts of up to %d ranks need more than %u flag rounds", bb.nleaders,
-                   am.shm->nlocal, COLL_RELEASE_ROUND);
+                   nlocal, COLL_RELEASE_ROUND);
 }
 
 const int *coll_leaders(int *n)
@@ -264,7 +267,7 @@ static void coll_leaf(uint64_t epoch)
 static void coll_raise(int peer, unsigned round, uint64_t epoch)
 {
     if (!am_is_remote(peer)) {
-        atomic_store_explicit(&shm_barrier_flag(am.shm, peer, round)->epoch, epoch, memory_order_release);
+        atomic_store_explicit(am_local_flag(peer, round), epoch, memory_order_release);
         return;
     }
     uint64_t args[2] = {epoch, round};
@@ -275,9 +278,8 @@ static void coll_raise(int peer, unsigned round, uint64_t epoch)
 
 static int coll_raised(unsigned round, uint64_t epoch)
 {
-    struct shm_barrier_flag *in = shm_barrier_flag(am.shm, am.rank, round);
-    return atomic_load_explicit(&in->epoch, memory_order_acquire) >= epoch ||
-           (am.net_barrier && am.net_barrier[round] >= epoch);
+    return atomic_load_explicit(am_local_flag(am.rank, round), memory_order_acquire) >= epoch ||
+           bb.net_flag[round] >= epoch;
 }
 
 /* A dissemination barrier among the n ranks of members (this one is at
@@ -311,25 +313,29 @@ static void coll_cross_hosts(uint64_t epoch)
     } else {
         coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.host_rounds, epoch);
     }
-    for (int i = 1; i < am.shm->nlocal; i++)
-        coll_raise(am.shm->local[i], COLL_RELEASE_ROUND, epoch);
+    int n;
+    const int *local = am_local_ranks(&n);
+    for (int i = 1; i < n; i++)
+        coll_raise(local[i], COLL_RELEASE_ROUND, epoch);
 }
 
 int coll_flag_writer(unsigned round)
 {
-    if (!bb.leaders || !am.shm)
+    if (!bb.leaders)
         return -1;
-    int n = am.shm->nlocal, me = am.shm->local_index[am.rank];
+    int n, me = am_local_index(am.rank);
+    const int *local = am_local_ranks(&n);
     if (round < bb.host_rounds)
-        return am.shm->local[((me - (1 << round)) % n + n) % n];
-    return round == COLL_RELEASE_ROUND && bb.nleaders > 1 && me > 0 ? am.shm->local[0] : -1;
+        return local[((me - (1 << round)) % n + n) % n];
+    return round == COLL_RELEASE_ROUND && bb.nleaders > 1 && me > 0 ? local[0] : -1;
 }
 
 static void coll_wait_release(uint64_t epoch)
 {
     struct util_backoff b;
     util_backoff_init(&b);
-    hang_push("barrier", am.shm->local[0], epoch, NULL, coll_describe_release);
+    int n;
+    hang_push("barrier", am_local_ranks(&n)[0], epoch, NULL, coll_describe_release);
     while (!coll_raised(COLL_RELEASE_ROUND, epoch) && bb.released < epoch)
         am_progress_wait(&b, 0);
     hang_pop();
@@ -354,7 +360,9 @@ static int coll_barrier(void)
         return rc;
     coll_layout();
     uint64_t epoch = coll_begin(COLL_KIND_BARRIER);
-    coll_disseminate(am.shm->local, am.shm->nlocal, am.shm->local_index[am.rank], 0, epoch);
+    int nlocal;
+    const int *local = am_local_ranks(&nlocal);
+    coll_disseminate(local, nlocal, am_local_index(am.rank), 0, epoch);
     if (bb.nleaders > 1) {
         coll_listen(1);
         if (bb.leader_index >= 0)

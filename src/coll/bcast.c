@@ -35,7 +35,7 @@
 #include <string.h>
 
 enum {
-    COLL_H_BCAST = AM_INTERNAL_BASE + 6, /* a piece: (epoch, offset, total, root | flags, chunk) */
+    COLL_H_BCAST = AM_LAYER_BASE(AM_BLOCK_COLL) + 4, /* a piece: (epoch, offset, total, root | flags, chunk) */
     COLL_H_BCAST_ACK,                    /* to the root: (epoch, chunks missing); none missing: complete */
 };
 enum { BC_NARGS = 5 };
@@ -126,7 +126,8 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
 {
     if (nargs != BC_NARGS)
         return;
-    if ((args[3] >> 32 & BC_VIA_BROADCAST) && am.shm->local[0] != am.rank)
+    int nlocal;
+    if ((args[3] >> 32 & BC_VIA_BROADCAST) && am_local_ranks(&nlocal)[0] != am.rank)
         return; /* only a host's leader takes broadcast packets; its tree brings them here */
     coll_check(shoal_token_source(tok), args[0], COLL_KIND_BCAST);
     coll_stash_route(&bc.early, bc.epoch, bc.active, shoal_token_source(tok), args, nargs, buf, n, bc_take);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { COLL_H_REDUCE = AM_INTERNAL_BASE + 12 }; /* (epoch, offset, bytes, type | op << 8 | root << 32) */
+enum { COLL_H_REDUCE = AM_LAYER_BASE(AM_BLOCK_COLL) + 6 }; /* (epoch, offset, bytes, type | op << 8 | root << 32) */
 enum { RD_NARGS = 4 };
 
 struct rd_child {

@@ -90,11 +90,11 @@ void coll_watch(void)
     /* nothing to look for between collectives, or inside a barrier */
     if (!cs.finalizing && (!cs.active || cs.kind[cs.seq % SEQ_HISTORY] == COLL_KIND_BARRIER))
         return;
-    for (unsigned round = 0; round < SHM_BARRIER_ROUNDS; round++) {
+    for (unsigned round = 0; round < AM_LOCAL_FLAGS; round++) {
         int src = coll_flag_writer(round);
         if (src < 0)
             continue;
-        uint64_t s = atomic_load_explicit(&shm_barrier_flag(am.shm, am.rank, round)->epoch, memory_order_acquire);
+        uint64_t s = atomic_load_explicit(am_local_flag(am.rank, round), memory_order_acquire);
         if (cs.finalizing ? s > cs.seq : cs.active && s == cs.seq)
             coll_mismatch_here(src, s, COLL_KIND_BARRIER);
     }

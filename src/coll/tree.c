@@ -66,8 +66,10 @@ int coll_tree(struct coll_tree *t, int root, int cross_hosts)
     t->source = si >= 0;
     if (si >= 0 && cross_hosts)
         tree_place(t, members, t->nsources, si);
-    int src = !am_is_remote(root) ? root : am.shm->local[0];
-    int m = tree_members(members, src, am.shm->local, am.shm->nlocal, src);
+    int nlocal;
+    const int *local = am_local_ranks(&nlocal);
+    int src = !am_is_remote(root) ? root : local[0];
+    int m = tree_members(members, src, local, nlocal, src);
     tree_place(t, members, m, tree_index(members, m, am.rank));
     return SHOAL_OK;
 }

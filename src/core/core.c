@@ -4,14 +4,12 @@
 #include "boot/boot.h"
 #include "coll/coll.h"
 #include "rma/rma.h"
-#include "shm/shm.h"
 #include "util/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static struct shm_state shm;
 static struct boot_info boot;
 static int initialized;
 static uint64_t t0_ns;
@@ -61,9 +59,7 @@ int shoal_init(int *argc, char ***argv)
         return rc;
     util_log_set_identity(boot.rank);
     util_fatal_hook = core_fatal_hook;
-    rc = shm_init(&shm, boot.rank, boot.size);
-    if (rc == SHOAL_OK)
-        rc = am_init(&shm, boot.rank, boot.size);
+    rc = am_init(boot.rank, boot.size);
     coll_init();
     if (rc == SHOAL_OK)
         rc = am_net_init(boot.job_id);
@@ -75,7 +71,6 @@ int shoal_init(int *argc, char ***argv)
         am_net_fini();
         coll_fini();
         am_fini();
-        shm_fini(&shm);
         boot_leave();
         util_fatal_hook = NULL;
         return rc;
@@ -83,7 +78,7 @@ int shoal_init(int *argc, char ***argv)
     boot_set_progress(core_progress);
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
-        (unsigned long long)boot.job_id, boot.rank, boot.size, shm.ring_slots, am.max_medium);
+        (unsigned long long)boot.job_id, boot.rank, boot.size, am_ring_slots(), am.max_medium);
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
@@ -211,7 +206,6 @@ int shoal_finalize(void)
     am_net_fini();
     coll_fini();
     am_fini();
-    shm_fini(&shm);
     boot_finalize();
     util_fatal_hook = NULL;
     initialized = 0;

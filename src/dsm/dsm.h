@@ -11,11 +11,11 @@
 #include "dsm/proto.h"
 #include "util/util.h"
 
-/* Internal AM handlers (AM_INTERNAL_BASE+0/+1 belong to rma). */
-#define DSM_H_PROTO (AM_INTERNAL_BASE + 8) /* a protocol or mapping message */
-#define DSM_H_FRAG (AM_INTERNAL_BASE + 9)  /* leading piece of a payload above the medium limit */
-#define DSM_H_COLL (AM_INTERNAL_BASE + 10) /* barrier, broadcast, reduction */
-#define DSM_H_WAKE (AM_INTERNAL_BASE + 11) /* to self: drain the outbox from any poll */
+/* Internal AM handlers: dsm's block (am.h). */
+#define DSM_H_PROTO (AM_LAYER_BASE(AM_BLOCK_DSM) + 0) /* a protocol or mapping message */
+#define DSM_H_FRAG (AM_LAYER_BASE(AM_BLOCK_DSM) + 1)  /* leading piece of a payload above the medium limit */
+#define DSM_H_COLL (AM_LAYER_BASE(AM_BLOCK_DSM) + 2)  /* barrier, broadcast, reduction */
+#define DSM_H_WAKE (AM_LAYER_BASE(AM_BLOCK_DSM) + 3)  /* to self: drain the outbox from any poll */
 
 #define DSM_WIRE_ARGS 4
 

@@ -1,7 +1,7 @@
 /* The executor: the owner's checks and the commands themselves, run by the
  * initiator on mapped memory or by the owner's progress engine.  Data moves
  * with plain memcpy: unlike a ring slot, no other core is reading the
- * destination as it fills, and the 1 KiB chunks of shm_copy measured slower
+ * destination as it fills, and the 1 KiB chunks of mem_copy measured slower
  * for puts of 8 KiB (52 vs 84 GB/s) and 1 MiB (43 vs 47 GB/s) here. */
 #include "rma/rma.h"
 

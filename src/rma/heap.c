@@ -131,7 +131,7 @@ void rma_reclaim(void)
     for (size_t i = 0; i < rma.nquar; i++) {
         struct rma_quarantine *q = &rma.quar[i];
         if (quarantine_over(q)) {
-            shm_heap_release(&rma.heap, q->off, q->len);
+            mem_heap_release(&rma.heap, q->off, q->len);
             heap_free(q->off, q->len);
             free(q->seen);
         } else
@@ -234,7 +234,7 @@ int shoal_mem_create(size_t size, unsigned perms, shoal_mem_t *mem)
             size, rma.heap.bytes);
         return SHOAL_ENOMEM;
     }
-    if ((rc = shm_heap_reserve(&rma.heap, rma.rank, off, len)) != SHOAL_OK) {
+    if ((rc = mem_heap_reserve(&rma.heap, rma.rank, off, len)) != SHOAL_OK) {
         heap_free(off, len);
         return rc;
     }
@@ -348,7 +348,7 @@ int rma_init(int rank, int nranks)
     bytes = (bytes + page_size() - 1) / page_size() * page_size();
     if (bytes < 2 * RMA_HEADER_BYTES)
         bytes = 2 * RMA_HEADER_BYTES;
-    int rc = shm_heap_init(&rma.heap, bytes, nranks);
+    int rc = mem_heap_init(&rma.heap, bytes, nranks);
     rma.hdr = calloc((size_t)nranks, sizeof *rma.hdr);
     if (!rma.hdr)
         rc = rc ? rc : SHOAL_ENOMEM;
@@ -357,7 +357,7 @@ int rma_init(int rank, int nranks)
     for (int r = 0; r < nranks; r++) /* a peer reached over the network runs our commands itself */
         rma.hdr[r] = am_is_remote(r) ? NULL : rma.heap.bases[r];
     size_t hdr_len = (RMA_HEADER_BYTES + page_size() - 1) / page_size() * page_size();
-    if ((rc = shm_heap_reserve(&rma.heap, rank, 0, hdr_len)) != SHOAL_OK)
+    if ((rc = mem_heap_reserve(&rma.heap, rank, 0, hdr_len)) != SHOAL_OK)
         return rc;
     struct rma_heap_header *h = rma.hdr[rank];
     *h = (struct rma_heap_header){.magic = RMA_MAGIC, .version = RMA_LAYOUT_VERSION, .owner_rank = (uint32_t)rank,
@@ -391,7 +391,7 @@ void rma_fini(void)
     free(rma.quar);
     free(rma.free_ext);
     free(rma.hdr);
-    shm_heap_fini(&rma.heap);
+    mem_heap_fini(&rma.heap);
     memset(&rma, 0, sizeof rma);
     rma.rank = -1;
     rma.heap.fd = -1;

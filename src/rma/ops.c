@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* Internal AM handlers and the request/reply argument layout. */
-enum { RMA_H_REQ = AM_INTERNAL_BASE, RMA_H_REP };
+enum { RMA_H_REQ = AM_LAYER_BASE(AM_BLOCK_RMA), RMA_H_REP };
 enum { RQ_KIND, RQ_ID, RQ_KEY, RQ_OFF, RQ_N, RQ_COOKIE, RQ_A, RQ_B, RQ_C, RQ_OUT, RQ_ARGS };
 enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_CHUNKS, RP_ARGS };
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "am/am.h"
-#include "shm/shm.h"
+#include "mem/mem.h"
 #include "shoal.h"
 
 #define RMA_MAGIC 0x414d524c414f4853ull /* "SHOALRMA" */
@@ -131,7 +131,7 @@ struct rma_state {
     int rank, nranks;
     int direct;              /* SHOAL_RMA_DIRECT */
     int membarrier_cmd;      /* how a destroy drains peers' stores; -1: it cannot */
-    struct shm_heap heap;
+    struct mem_heap heap;
     struct rma_heap_header **hdr; /* [nranks]: mapped heaps, NULL when not local */
     struct rma_local seg[RMA_SLOTS];
     uint32_t gen[RMA_SLOTS];

@@ -2,7 +2,7 @@
  * cgroup, and reserving more than the cgroup has left meets the OOM killer
  * (signal 9) instead of failing; so a reservation is checked against every
  * limit above the rank first (cgroup v1 and v2). */
-#include "shm/shm.h"
+#include "mem/mem.h"
 #include "shoal.h"
 #include "util/util.h"
 
@@ -154,7 +154,7 @@ static int cg_tightest(struct cg_room *best)
     }
 }
 
-int shm_cgroup_check(const char *what, size_t bytes, unsigned ranks)
+int mem_cgroup_check(const char *what, size_t bytes, unsigned ranks)
 {
     struct cg_room best = {.left = ULLONG_MAX};
     unsigned long long all = ranks && bytes > ULLONG_MAX / ranks ? ULLONG_MAX : (unsigned long long)bytes * ranks;
