@@ -16,6 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* How long a failed fence waits for the event that names the failed rank. */
+#define PX_EVENT_GRACE_NS 1000000000ull
+
 static struct {
     pmix_proc_t me;
     int size;
@@ -162,6 +165,7 @@ static void px_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
                      pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
     (void)id, (void)results, (void)nresults;
+    LOG(LOG_DEBUG, "PMIx event %s", PMIx_Error_string(status));
     const pmix_proc_t *who = source;
     long long code = -1;
     for (size_t i = 0; i < ninfo; i++) {
@@ -221,8 +225,7 @@ static int px_init(struct boot_info *out, const _Atomic uint32_t **failed)
             getenv("PMIX_RANK") ? getenv("PMIX_RANK") : "(unset)", PMIx_Error_string(rc),
             getenv("PMIX_SERVER_URI41") || getenv("PMIX_SERVER_URI4") || getenv("PMIX_SERVER_URI3") ||
                     getenv("PMIX_SERVER_URI2") ? "set" : "not set");
-        px_release();
-        return SHOAL_EBOOT;
+        return SHOAL_EBOOT; /* PMIx_Finalize after a failed init crashes (libpmix 4.2) */
     }
     pmix_proc_t wild = px_proc(PMIX_RANK_WILDCARD);
     long long size = 0;
@@ -297,9 +300,12 @@ static int px_fence(int collect)
     free(f);
     if (rc == PMIX_SUCCESS)
         return SHOAL_OK;
-    if (boot_peer_failed(NULL, NULL))
-        return boot_peer_dead();
-    return px_fail(rc, "PMIx fence");
+    /* A fence fails when a rank ended; the server's event that names it
+     * may come just after. */
+    wrc = boot_wait(-1, NULL, util_now_ns() + PX_EVENT_GRACE_NS);
+    if (wrc == SHOAL_EPEERDEAD)
+        return wrc;
+    return px_fail(rc, "PMIx fence failed and the server named no failed rank");
 }
 
 static int px_get_part(int r, const char *key, size_t len, void *into)
@@ -351,16 +357,21 @@ static void px_failure(int *rank, const char **reason)
     *reason = px.failed_reason;
 }
 
-/* PMIx_Abort ends the job through the launcher (its exit status is code),
- * with the message that names the rank as shoalrun's would. */
+/* PMIx_Abort ends the job through the launcher (its exit status is code).
+ * The message that names the rank, as shoalrun's would, goes to stderr
+ * first: mpirun does not print an abort's message. */
 static void px_abort_notify(int exitcode, const char *msg)
 {
     char text[1400];
     int n = msg ? (int)strnlen(msg, 1024) : 0;
     while (n > 0 && msg[n - 1] == '\n')
         n--;
-    snprintf(text, sizeof text, "shoal: rank %u (pid %d on %s) aborted with status %d: %.*s", px.me.rank,
-             (int)getpid(), util_hostname(), exitcode, n, msg ? msg : "");
+    int len = snprintf(text, sizeof text, "shoal: rank %u (pid %d on %s) aborted with status %d: %.*s\n",
+                       px.me.rank, (int)getpid(), util_hostname(), exitcode, n, msg ? msg : "");
+    if (len > 0 && write(2, text, (size_t)len < sizeof text ? (size_t)len : sizeof text - 1) < 0) {
+        /* nowhere to say it: the launcher still ends the job */
+    }
+    text[strcspn(text, "\n")] = '\0';
     PMIx_Abort(exitcode, text, NULL, 0);
 }
 
