@@ -51,5 +51,11 @@ else()
   set(SHOAL_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(SHOAL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
+# A static link needs libpmix when the PMIx bootstrap is built in (its
+# flags, not Requires.private: pmix.pc is often off the search path).
+list(JOIN SHOAL_PMIX_LDFLAGS " " SHOAL_PC_LIBS_PRIVATE_EXTRA)
+if(SHOAL_PC_LIBS_PRIVATE_EXTRA)
+  string(PREPEND SHOAL_PC_LIBS_PRIVATE_EXTRA " ")
+endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/shoal.pc.in ${PROJECT_BINARY_DIR}/shoal.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/shoal.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

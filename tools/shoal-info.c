@@ -1,5 +1,6 @@
 /* shoal-info: what this build contains and how it is configured. */
 #include "am/am.h"
+#include "boot/boot.h"
 #include "shm/shm.h"
 #include "util/util.h"
 
@@ -27,6 +28,20 @@ static void print_settings(void)
                set ? ", now \"" : "", set ? util_config_str((enum util_cfg_id)i) : "", set ? "\"" : "",
                t[i].meaning);
     }
+}
+
+/* The bootstraps built in, and which one a rank started in this
+ * environment would use and why (an error for a launcher shoal cannot
+ * join: the message that rank would stop with). */
+static void print_bootstrap(void)
+{
+    const char *name;
+    char why[512];
+    printf("bootstraps compiled in: %s\n", boot_builtin());
+    if (boot_choose(&name, why, sizeof why) == SHOAL_OK)
+        printf("bootstrap here: %s (%s)\n", name, why);
+    else
+        printf("bootstrap here: none, a rank would stop: %s\n", why);
 }
 
 static void print_geometry(int nranks)
@@ -62,6 +77,7 @@ int main(int argc, char **argv)
     printf("shoal %s\n", SHOAL_VERSION_STRING);
     print_transports();
     printf("launch: shoalrun (local processes; other hosts through a remote shell, --hosts)\n");
+    print_bootstrap();
     print_settings();
     if (rc) {
         printf("\nconfiguration error: %s (see the message above)\n", shoal_strerror(rc));

@@ -1,44 +1,67 @@
-/* Rank side of the launcher protocol: joins the job shoalrun started, or
- * runs as a singleton when started alone.  docs/BOOT.md is the protocol. */
-#include "boot.h"
-#include "proto.h"
+/* The boot layer's front: chooses a bootstrap from the environment (in
+ * boot_choose, the one place that does) and forwards boot.h's calls to it;
+ * holds what every bootstrap shares (locality rules, the progress hook,
+ * waits and descriptor messages).  docs/BOOT.md describes the interface. */
+#include "impl.h"
 #include "shoal.h"
 #include "util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-/* How long a wait on the launcher sleeps before it looks at the failed flag
- * again; the launcher also closes our socket on failure, so this only
- * bounds the delay if that notice is somehow missed. */
+/* How long a wait without a progress hook sleeps before it looks at the
+ * failed flag again; launchers also close or fail what we wait on when
+ * the job ends, so this only bounds the delay if that notice is missed. */
 #define BOOT_POLL_MS 100
 /* Descriptors kept free beyond an exchange's peers for the caller's use. */
 #define BOOT_FD_HEADROOM 256
-#define BOOT_ABORT_TEXT_MAX 1024
+
+static const _Atomic uint32_t no_failure;
 
 static struct {
-    int inited;
-    int hang_ready;                    /* boot_hang_ready was called */
+    const struct boot_ops *ops;
+    const _Atomic uint32_t *failed;    /* the chosen bootstrap's failed word */
     int net_local;                     /* SHOAL_NET_LOCAL=1: every rank its own host for shm */
-    int sock;                          /* -1 for a singleton */
     int rank, size;
-    const struct boot_job_block *job;  /* NULL for a singleton */
-} st = {.sock = -1};
+} st = {.failed = &no_failure};
 
-static const char *var_name(enum util_cfg_id id)
-{
-    size_t n;
-    return util_config_table(&n)[id].name;
-}
+int boot_hang_on_sigquit;
+static void (*progress_hook)(void);
+
+/* Launchers shoal cannot join, known by the variables they set: started
+ * under one, a program must stop with a message saying how to run it
+ * rather than run as N unrelated singletons.  Read in this one table (they
+ * are not shoal's settings); the first row that matches names the
+ * launcher.  A launch of one process matches none and runs as a singleton. */
+static const struct boot_mark {
+    const char *var;  /* set by the launcher (with more_than_one: a number > 1) */
+    int more_than_one;
+    const char *also; /* must be set as well; NULL: no condition */
+    const char *launcher;
+    const char *how;
+} boot_marks[] = {
+    {"MPI_LOCALNRANKS", 0, NULL, "MPICH's hydra (mpiexec/mpirun)",
+     "hydra offers only PMI-1/PMI-2, which shoal does not speak: start the program with shoalrun, "
+     "or under a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix)"},
+    {"PMI_FD", 0, "SLURM_STEP_ID", "Slurm's srun --mpi=pmi2",
+     "run it with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)"},
+    {"SLURM_NTASKS", 1, "SLURM_STEP_ID", "Slurm's srun without --mpi=pmix",
+     "run it with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)"},
+    {"PMI_SIZE", 1, NULL, "a PMI-1/PMI-2 launcher",
+     "start the program with shoalrun, or under a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix)"},
+    {"OMPI_COMM_WORLD_SIZE", 1, NULL, "Open MPI's mpirun without a PMIx server",
+     "use an Open MPI built with PMIx (Open MPI 4 and later are), or shoalrun"},
+};
+
+/* The variables that say a PMIx server launched us. */
+static const char *const boot_pmix_vars[] = {"PMIX_NAMESPACE", "PMIX_RANK"};
 
 static int launched_by_shoalrun(void)
 {
@@ -47,84 +70,120 @@ static int launched_by_shoalrun(void)
            util_config_is_set(CFG_JOB_ID);
 }
 
-/* Reads one launcher variable as an integer in [lo, hi]; every launcher
- * variable must be present once any of them is. */
-static int env_value(enum util_cfg_id id, unsigned long long lo, unsigned long long hi,
-                     unsigned long long *out)
+static int mark_matches(const struct boot_mark *m)
 {
-    const char *s = util_config_str(id);
-    if (!util_config_is_set(id) || !*s) {
-        LOG(LOG_ERROR, "%s is not set but other shoalrun variables are; start the "
-                       "program with shoalrun or unset the SHOAL_RANK/SIZE/BOOT_FD/JOB_FD/JOB_ID variables",
-            var_name(id));
-        return SHOAL_EBOOT;
+    const char *v = getenv(m->var);
+    if (!v || (m->also && !getenv(m->also)))
+        return 0;
+    return !m->more_than_one || strtol(v, NULL, 10) > 1;
+}
+
+static const char *pmix_mark(void)
+{
+    for (size_t i = 0; i < sizeof boot_pmix_vars / sizeof boot_pmix_vars[0]; i++)
+        if (getenv(boot_pmix_vars[i]))
+            return boot_pmix_vars[i];
+    return NULL;
+}
+
+static int choose(const struct boot_ops **ops, char *why, size_t n)
+{
+    const char *pv = pmix_mark();
+    if (launched_by_shoalrun()) {
+        *ops = &boot_shoalrun_ops;
+        snprintf(why, n, "started by shoalrun (SHOAL_RANK and the other SHOAL_* launch variables)");
+        return SHOAL_OK;
     }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-        LOG(LOG_ERROR, "%s=\"%s\" is not a number in [%llu, %llu]", var_name(id), s, lo, hi);
+    if (pv) {
+#ifdef SHOAL_HAVE_PMIX
+        *ops = &boot_pmix_ops;
+        snprintf(why, n, "started by a PMIx launcher (%s=%s)", pv, getenv(pv));
+        return SHOAL_OK;
+#else
+        *ops = NULL;
+        snprintf(why, n, "%s=%s says a PMIx launcher (mpirun, srun --mpi=pmix) started this program, but "
+                 "this shoal was built without PMIx (libpmix was not found at configure time): install "
+                 "libpmix-dev so that pkg-config finds pmix, rebuild shoal, or start the program with shoalrun",
+                 pv, getenv(pv));
         return SHOAL_EBOOT;
+#endif
     }
-    *out = v;
+    for (size_t i = 0; i < sizeof boot_marks / sizeof boot_marks[0]; i++) {
+        const struct boot_mark *m = &boot_marks[i];
+        if (mark_matches(m)) {
+            *ops = NULL;
+            snprintf(why, n, "started by %s (%s=%s), which shoal cannot join: %s", m->launcher, m->var,
+                     getenv(m->var), m->how);
+            return SHOAL_EBOOT;
+        }
+    }
+    *ops = &boot_singleton_ops;
+    snprintf(why, n, "no launcher: rank 0 of 1");
     return SHOAL_OK;
 }
 
-static int check_socket(int fd)
+int boot_choose(const char **name, char *why, size_t n)
 {
-    int type = 0;
-    socklen_t len = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_SEQPACKET) {
-        LOG(LOG_ERROR, "%s=%d is not the launcher's socket (%s)", var_name(CFG_BOOT_FD), fd,
-            errno == EBADF ? "descriptor not open" : "wrong descriptor type");
-        return SHOAL_EBOOT;
-    }
-    /* Programs the rank starts must not hold the job's connection open. */
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-    return SHOAL_OK;
+    const struct boot_ops *ops;
+    int rc = choose(&ops, why, n);
+    if (name)
+        *name = ops ? ops->name : NULL;
+    return rc;
 }
 
-static int map_job(int fd, uint64_t size, uint64_t job_id, const struct boot_job_block **out)
+const char *boot_builtin(void)
 {
-    struct stat sb;
-    if (fstat(fd, &sb) || (size_t)sb.st_size < sizeof(struct boot_job_block)) {
-        LOG(LOG_ERROR, "%s=%d is not a job control block (%s)", var_name(CFG_JOB_FD), fd,
-            errno == EBADF ? "descriptor not open" : "too small");
+#ifdef SHOAL_HAVE_PMIX
+    return "shoalrun, pmix, singleton";
+#else
+    return "shoalrun, singleton (pmix: not built, libpmix was not found)";
+#endif
+}
+
+int boot_init(struct boot_info *out)
+{
+    if (st.ops)
+        return SHOAL_EINIT;
+    char why[512];
+    const struct boot_ops *ops;
+    if (choose(&ops, why, sizeof why)) {
+        LOG(LOG_ERROR, "%s", why);
         return SHOAL_EBOOT;
     }
-    const struct boot_job_block *j = mmap(NULL, sizeof *j, PROT_READ, MAP_SHARED, fd, 0);
-    if (j == MAP_FAILED) {
-        LOG(LOG_ERROR, "cannot map the job control block: %s", strerror(errno));
-        return SHOAL_EBOOT;
-    }
-    int bad_host = j->nhosts == 0 || j->nhosts > size;
-    for (uint64_t r = 0; r < size && !bad_host && j->version == BOOT_JOB_VERSION; r++)
-        bad_host = j->host[r] >= j->nhosts;
-    if (j->magic != BOOT_JOB_MAGIC || j->version != BOOT_JOB_VERSION || j->size != size ||
-        j->job_id != job_id || bad_host) {
-        LOG(LOG_ERROR, "job control block does not match this job (version %u, expected %u; "
-                       "%u ranks, expected %llu)", j->version, BOOT_JOB_VERSION, j->size,
-            (unsigned long long)size);
-        munmap((void *)j, sizeof *j);
-        return SHOAL_EBOOT;
-    }
-    *out = j;
+    struct boot_info info = {.size = 1, .nhosts = 1};
+    const _Atomic uint32_t *failed = &no_failure;
+    int rc = ops->init(&info, &failed);
+    if (rc)
+        return rc;
+    info.boot = ops->name;
+    info.singleton = ops == &boot_singleton_ops;
+    st.ops = ops;
+    st.failed = failed;
+    st.rank = info.rank;
+    st.size = info.size;
+    util_log_set_identity(st.rank);
+    st.net_local = util_config_int(CFG_NET_LOCAL) == 1;
+    LOG(LOG_DEBUG, "bootstrap %s: %s", ops->name, why);
+    if (out)
+        *out = info;
     return SHOAL_OK;
 }
 
 int boot_peer_failed(int *rank, const char **reason)
 {
-    const struct boot_job_block *j = st.job;
-    if (!j || !atomic_load_explicit(&j->failed, memory_order_acquire))
+    if (!atomic_load_explicit(st.failed, memory_order_acquire))
         return 0;
+    int r = -1;
+    const char *why = "unknown";
+    st.ops->failure(&r, &why);
     if (rank)
-        *rank = j->failed_rank;
+        *rank = r;
     if (reason)
-        *reason = j->failed_reason;
+        *reason = why;
     return 1;
 }
 
-static int peer_dead(void)
+int boot_peer_dead(void)
 {
     int rank = -1;
     const char *why = "unknown";
@@ -136,128 +195,68 @@ static int peer_dead(void)
     return SHOAL_EPEERDEAD;
 }
 
-static int send_msg(enum boot_msg_type type, uint32_t arg, const void *p, uint32_t len,
-                    const int *fds, int nfds)
-{
-    while (boot_proto_send(st.sock, 0, type, arg, p, len, fds, nfds) < 0) {
-        if (errno != ETOOMANYREFS) {
-            LOG(LOG_ERROR, "cannot send to the launcher: %s", strerror(errno));
-            return SHOAL_EBOOT;
-        }
-        /* Descriptors in flight count against the user's open-file limit
-         * until the peers have received theirs; wait for them to drain. */
-        if (boot_peer_failed(NULL, NULL))
-            return peer_dead();
-        poll(NULL, 0, 1);
-    }
-    return SHOAL_OK;
-}
-
-static int join_launcher(uint64_t job_id)
-{
-    struct boot_hello hello = {.job_id = job_id, .rank = (uint32_t)st.rank,
-                               .pid = (uint32_t)getpid()};
-    return send_msg(BOOT_MSG_HELLO, st.hang_ready ? BOOT_HELLO_HANG : 0, &hello, sizeof hello, NULL, 0);
-}
-
-static int init_launched(struct boot_info *out)
-{
-    unsigned long long rank, size, bfd, jfd, job_id;
-    int rc;
-    if ((rc = env_value(CFG_SIZE, 1, BOOT_MAX_RANKS, &size)) ||
-        (rc = env_value(CFG_RANK, 0, size - 1, &rank)) ||
-        (rc = env_value(CFG_BOOT_FD, 0, INT32_MAX, &bfd)) ||
-        (rc = env_value(CFG_JOB_FD, 0, INT32_MAX, &jfd)) ||
-        (rc = env_value(CFG_JOB_ID, 0, UINT64_MAX, &job_id)))
-        return rc;
-    if ((rc = check_socket((int)bfd)) || (rc = map_job((int)jfd, size, job_id, &st.job)))
-        return rc;
-    /* The mapping outlives the descriptor; closing it keeps it out of
-     * programs this rank starts. */
-    close((int)jfd);
-    st.sock = (int)bfd;
-    st.rank = (int)rank;
-    st.size = (int)size;
-    if ((rc = join_launcher(job_id))) {
-        munmap((void *)st.job, sizeof *st.job);
-        st.job = NULL;
-        st.sock = -1;
-        return rc;
-    }
-    *out = (struct boot_info){.rank = st.rank, .size = st.size, .job_id = job_id,
-                              .host = st.job->host[st.rank], .job = st.job};
-    return SHOAL_OK;
-}
-
-int boot_init(struct boot_info *out)
-{
-    if (st.inited)
-        return SHOAL_EINIT;
-    struct boot_info info = {.rank = 0, .size = 1, .singleton = 1};
-    st.rank = 0;
-    st.size = 1;
-    if (launched_by_shoalrun()) {
-        int rc = init_launched(&info);
-        if (rc)
-            return rc;
-    }
-    util_log_set_identity(st.rank);
-    st.net_local = util_config_int(CFG_NET_LOCAL) == 1;
-    st.inited = 1;
-    if (out)
-        *out = info;
-    return SHOAL_OK;
-}
-
-static void (*progress_hook)(void);
-
 void boot_set_progress(void (*fn)(void))
 {
     progress_hook = fn;
 }
 
-/* Blocks until the launcher has something for us, but never past the
- * moment the job is marked failed.  With a progress hook set, it runs
- * between short polls, so a peer that waits on us meanwhile is served. */
-static int wait_readable(void)
+int boot_wait(int fd, const atomic_int *flag, uint64_t deadline_ns)
 {
     for (unsigned spins = 0;; spins++) {
+        if (flag && atomic_load_explicit(flag, memory_order_acquire))
+            return SHOAL_OK;
+        if (deadline_ns && util_now_ns() >= deadline_ns)
+            return SHOAL_ETIMEDOUT;
         if (boot_peer_failed(NULL, NULL))
-            return peer_dead();
+            return boot_peer_dead();
         if (progress_hook)
             progress_hook();
-        /* with a hook: spin briefly, then 1 ms polls so an oversubscribed
-         * host still gives the launcher its CPU */
-        int timeout = !progress_hook ? BOOT_POLL_MS : spins < 1000 ? 0 : 1;
-        struct pollfd p = {.fd = st.sock, .events = POLLIN};
+        /* spin briefly, then 1 ms polls so an oversubscribed host still
+         * gives the launcher its CPU; a socket without a hook sleeps in poll */
+        int timeout = fd >= 0 && !progress_hook ? BOOT_POLL_MS : spins < 1000 ? 0 : 1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
         int n = poll(&p, 1, timeout);
-        if (n > 0)
+        if (n > 0 && fd >= 0)
             return SHOAL_OK;
         if (n < 0 && errno != EINTR) {
-            LOG(LOG_ERROR, "waiting for the launcher: %s", strerror(errno));
+            LOG(LOG_ERROR, "waiting for the bootstrap: %s", strerror(errno));
             return SHOAL_ESYS;
         }
     }
 }
 
-/* Receives the next message, which must be of the given type. */
-static int recv_msg(enum boot_msg_type type, struct boot_msg_hdr *h, void *buf, size_t cap,
-                    int *fds, int *nfds)
+int boot_send_msg(int sock, enum boot_msg_type type, uint32_t arg, const void *p, uint32_t len,
+                  const int *fds, int nfds)
 {
-    int rc = wait_readable();
+    while (boot_proto_send(sock, 0, type, arg, p, len, fds, nfds) < 0) {
+        if (errno != ETOOMANYREFS) {
+            LOG(LOG_ERROR, "cannot send to the bootstrap's socket: %s", strerror(errno));
+            return SHOAL_EBOOT;
+        }
+        if (boot_peer_failed(NULL, NULL))
+            return boot_peer_dead();
+        poll(NULL, 0, 1);
+    }
+    return SHOAL_OK;
+}
+
+int boot_recv_msg(int sock, const char *peer, enum boot_msg_type type, struct boot_msg_hdr *h,
+                  void *buf, size_t cap, int *fds, int *nfds)
+{
+    int rc = boot_wait(sock, NULL, 0);
     if (rc)
         return rc;
-    int got = boot_proto_recv(st.sock, 0, h, buf, cap, fds, nfds);
+    int got = boot_proto_recv(sock, 0, h, buf, cap, fds, nfds);
     if (got == 0 || (got < 0 && (errno == ECONNRESET || errno == EPIPE))) {
         /* The launcher closes our socket when it ends the job. */
         if (boot_peer_failed(NULL, NULL))
-            return peer_dead();
-        LOG(LOG_ERROR, "the launcher closed the connection");
+            return boot_peer_dead();
+        LOG(LOG_ERROR, "%s closed the connection", peer);
         return SHOAL_EBOOT;
     }
     if (got < 0) {
         int err = errno;
-        LOG(LOG_ERROR, "bad message from the launcher: %s%s", strerror(err),
+        LOG(LOG_ERROR, "bad message from %s: %s%s", peer, strerror(err),
             err == EMFILE ? " (raise the open-file limit, ulimit -n)" : "");
         return SHOAL_EBOOT;
     }
@@ -266,63 +265,22 @@ static int recv_msg(enum boot_msg_type type, struct boot_msg_hdr *h, void *buf, 
     if (nfds)
         for (int i = 0; i < *nfds; i++)
             close(fds[i]);
-    LOG(LOG_ERROR, "unexpected message type %u from the launcher (expected %u)", h->type, type);
+    LOG(LOG_ERROR, "unexpected message type %u from %s (expected %u)", h->type, peer, type);
     return SHOAL_EBOOT;
 }
 
-/* An exchange hands us one descriptor per rank; make room for them so the
- * kernel does not drop some for lack of descriptor slots. */
-static void reserve_fds(int count)
+int boot_recv_fds(int sock, const char *peer, const int *local, int nlocal, int size, int *fds)
 {
-    struct rlimit rl;
-    rlim_t want = (rlim_t)count + BOOT_FD_HEADROOM;
-    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
-        return;
-    rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-    setrlimit(RLIMIT_NOFILE, &rl);
-}
-
-int boot_host_of(int rank)
-{
-    return st.job && rank >= 0 && rank < st.size ? st.job->host[rank] : 0;
-}
-
-int boot_shm_peers(int a, int b)
-{
-    return a == b || (!st.net_local && boot_host_of(a) == boot_host_of(b));
-}
-
-int boot_rank_local(int rank)
-{
-    return boot_shm_peers(st.rank, rank);
-}
-
-/* The ranks of this host, in rank order: the launcher sends their
- * descriptors in that order (FDS's arg indexes this list). */
-static int local_ranks(int *list)
-{
-    int n = 0;
-    for (int r = 0; r < st.size; r++)
-        if (boot_host_of(r) == boot_host_of(st.rank))
-            list[n++] = r;
-    return n;
-}
-
-static int recv_fds(int *fds)
-{
-    int *local = malloc((size_t)st.size * sizeof *local);
-    if (!local)
-        return SHOAL_ENOMEM;
-    int nlocal = local_ranks(local), got = 0, rc = SHOAL_OK;
-    for (int r = 0; r < st.size; r++)
+    int got = 0, rc = SHOAL_OK;
+    for (int r = 0; r < size; r++)
         fds[r] = -1;
     while (got < nlocal && rc == SHOAL_OK) {
         struct boot_msg_hdr h;
         int batch[BOOT_PROTO_MAX_FDS], n = 0;
         int want = nlocal - got < BOOT_PROTO_MAX_FDS ? nlocal - got : BOOT_PROTO_MAX_FDS;
-        rc = recv_msg(BOOT_MSG_FDS, &h, NULL, 0, batch, &n);
+        rc = boot_recv_msg(sock, peer, BOOT_MSG_FDS, &h, NULL, 0, batch, &n);
         if (rc == SHOAL_OK && (h.arg != (uint32_t)got || n != want)) {
-            LOG(LOG_ERROR, "launcher sent descriptors %u..+%d, expected %d..+%d", h.arg, n, got, want);
+            LOG(LOG_ERROR, "%s sent descriptors %u..+%d, expected %d..+%d", peer, h.arg, n, got, want);
             rc = SHOAL_EBOOT;
         }
         for (int i = 0; i < n; i++) {
@@ -340,74 +298,52 @@ static int recv_fds(int *fds)
             close(fds[local[got]]);
             fds[local[got]] = -1; /* the caller may close what it was given */
         }
-    free(local);
     return rc;
+}
+
+void boot_reserve_fds(int count)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)count + BOOT_FD_HEADROOM;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+int boot_host_of(int rank)
+{
+    return st.ops && rank >= 0 && rank < st.size ? st.ops->host_of(rank) : 0;
+}
+
+int boot_shm_peers(int a, int b)
+{
+    return a == b || (!st.net_local && boot_host_of(a) == boot_host_of(b));
+}
+
+int boot_rank_local(int rank)
+{
+    return boot_shm_peers(st.rank, rank);
 }
 
 int boot_exchange_fd(int my_fd, int *fds)
 {
-    if (!st.inited)
+    if (!st.ops)
         return SHOAL_ENOTINIT;
     if (my_fd < 0 || !fds)
         return SHOAL_EINVAL;
-    if (st.sock < 0) {
-        fds[0] = fcntl(my_fd, F_DUPFD_CLOEXEC, 0);
-        return fds[0] < 0 ? SHOAL_ESYS : SHOAL_OK;
-    }
-    reserve_fds(st.size);
-    int rc = send_msg(BOOT_MSG_FD, 0, NULL, 0, &my_fd, 1);
-    return rc ? rc : recv_fds(fds);
-}
-
-static int send_contribution(const void *mine, size_t len)
-{
-    size_t off = 0;
-    do {
-        size_t n = len - off < BOOT_PROTO_MAX_PAYLOAD ? len - off : BOOT_PROTO_MAX_PAYLOAD;
-        int rc = send_msg(BOOT_MSG_GATHER, (uint32_t)len, (const char *)mine + off,
-                          (uint32_t)n, NULL, 0);
-        if (rc)
-            return rc;
-        off += n;
-    } while (off < len);
-    return SHOAL_OK;
-}
-
-static int recv_gathered(void *all, size_t total)
-{
-    size_t off = 0;
-    do {
-        struct boot_msg_hdr h;
-        int rc = recv_msg(BOOT_MSG_GATHERED, &h, (char *)all + off, total - off, NULL, NULL);
-        if (rc)
-            return rc;
-        if (h.len == 0 && total > 0) {
-            LOG(LOG_ERROR, "launcher sent an empty part of a %zu-byte allgather", total);
-            return SHOAL_EBOOT;
-        }
-        off += h.len;
-    } while (off < total);
-    return SHOAL_OK;
+    return st.ops->exchange_fd(my_fd, fds);
 }
 
 int boot_allgather(const void *mine, size_t len, void *all)
 {
-    if (!st.inited)
+    if (!st.ops)
         return SHOAL_ENOTINIT;
     if (len && (!mine || !all))
         return SHOAL_EINVAL;
     if (len > UINT32_MAX)
         return SHOAL_ETOOBIG;
-    static char nothing; /* a barrier's NULL buffers still take offsets below */
-    if (len == 0)
-        mine = all = &nothing;
-    if (st.sock < 0) {
-        if (len)
-            memmove(all, mine, len);
-        return SHOAL_OK;
-    }
-    int rc = send_contribution(mine, len);
-    return rc ? rc : recv_gathered(all, len * (size_t)st.size);
+    return st.ops->allgather(mine, len, all);
 }
 
 int boot_barrier(void)
@@ -417,37 +353,28 @@ int boot_barrier(void)
 
 void boot_abort_notify(int exitcode, const char *msg)
 {
-    if (st.sock < 0)
-        return;
-    size_t len = msg ? strnlen(msg, BOOT_ABORT_TEXT_MAX) : 0;
-    /* Never block an aborting process on a launcher that is not reading. */
-    boot_proto_send(st.sock, MSG_DONTWAIT, BOOT_MSG_ABORT, (uint32_t)exitcode, msg,
-                    (uint32_t)len, NULL, 0);
+    if (st.ops)
+        st.ops->abort_notify(exitcode, msg);
 }
 
 void boot_hang_ready(void)
 {
-    st.hang_ready = 1;
+    boot_hang_on_sigquit = 1;
 }
 
 void boot_hang_report(const struct boot_hang *report, unsigned why)
 {
-    if (st.sock >= 0)
-        boot_proto_send(st.sock, MSG_DONTWAIT, BOOT_MSG_HANG, why, report, sizeof *report, NULL, 0);
+    if (st.ops && st.ops->hang_report)
+        st.ops->hang_report(report, why);
 }
 
 static void boot_teardown(int finalized)
 {
-    if (st.sock >= 0) {
-        if (finalized)
-            send_msg(BOOT_MSG_FINALIZE, 0, NULL, 0, NULL, 0);
-        close(st.sock);
-        munmap((void *)st.job, sizeof *st.job);
-    }
-    st.sock = -1;
-    st.job = NULL;
-    st.inited = 0;
-    st.hang_ready = 0;
+    if (st.ops)
+        st.ops->teardown(finalized);
+    st.ops = NULL;
+    st.failed = &no_failure;
+    boot_hang_on_sigquit = 0;
     progress_hook = NULL;
 }
 

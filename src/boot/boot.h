@@ -1,12 +1,12 @@
 /* boot layer: how a rank learns who it is and meets its peers.
  *
- * Under shoalrun each rank inherits two descriptors named by environment
- * variables (read through util/config): a SOCK_SEQPACKET Unix socket to
- * the launcher (SHOAL_BOOT_FD) and the job control block memfd
- * (SHOAL_JOB_FD).  Without them the process is a singleton (rank 0 of 1)
- * and every collective below completes locally.
- * The protocol on the socket and the control block layout are documented in
- * docs/BOOT.md. */
+ * One interface over three bootstraps, chosen at boot_init from the
+ * environment (boot_choose): shoalrun (each rank inherits a SOCK_SEQPACKET
+ * socket to the launcher, SHOAL_BOOT_FD, and the job control block memfd,
+ * SHOAL_JOB_FD), PMIx (mpirun, srun --mpi=pmix; built when libpmix is
+ * found) and singleton (no launcher: rank 0 of 1, every collective below
+ * completes locally).  docs/BOOT.md documents the interface, the selection,
+ * shoalrun's protocol and control block, and PMIx's keys. */
 #ifndef SHOAL_BOOT_H
 #define SHOAL_BOOT_H
 
@@ -41,13 +41,24 @@ struct boot_info {
     int size;
     uint64_t job_id;
     int host;                     /* this rank's host index */
-    int singleton;                /* started without shoalrun */
-    const struct boot_job_block *job; /* NULL for a singleton */
+    int nhosts;                   /* hosts of the job, 1.. */
+    int singleton;                /* started without a launcher */
+    const char *boot;             /* the bootstrap: "shoalrun", "pmix", "singleton" */
+    const struct boot_job_block *job; /* shoalrun's control block; NULL under the others */
 };
 
-/* Reads the environment and connects to the launcher.  SHOAL_EBOOT with a
- * log line that says which variable is wrong on failure. */
+/* Chooses the bootstrap (boot_choose) and joins the job.  SHOAL_EBOOT with
+ * a log line that says which variable is wrong or which launcher shoal
+ * cannot join on failure. */
 int boot_init(struct boot_info *out);
+
+/* Which bootstrap boot_init would choose in this environment (*name) and
+ * why (one line into why[n]): SHOAL_OK, or SHOAL_EBOOT when the
+ * environment names a launcher shoal cannot join (*name NULL; why says
+ * which and how to run under it). */
+int boot_choose(const char **name, char *why, size_t n);
+/* The bootstraps built in, as text for shoal-info. */
+const char *boot_builtin(void);
 
 /* Collective fd exchange: every rank contributes one descriptor; on return
  * fds[r] is an open descriptor for rank r's (fds[rank] a dup of my_fd) for
@@ -69,23 +80,26 @@ int boot_rank_local(int rank);
  * ordered by rank. */
 int boot_allgather(const void *mine, size_t len, void *all);
 
-/* Collective barrier through the launcher (slow path: init and finalize). */
+/* Collective barrier through the bootstrap (slow path: init and finalize). */
 int boot_barrier(void);
 
 /* Tells the launcher this rank is aborting the job, with its message, so
- * the launcher can report it and end the other ranks.  Best effort. */
+ * the launcher can report it and end the other ranks.  Best effort; under
+ * PMIx this is PMIx_Abort, which ends the job. */
 void boot_abort_notify(int exitcode, const char *msg);
 
 /* Before boot_init: this process reports hangs on SIGQUIT, which HELLO
  * tells the launcher (it signals no other rank). */
 void boot_hang_ready(void);
 /* Sends the launcher this rank's hang report (why: BOOT_HANG_*).  Best
- * effort, never blocks; nothing for a singleton. */
+ * effort, never blocks; nothing for a singleton or under PMIx (the
+ * report the rank printed on its stderr is all there is). */
 struct boot_hang;
 void boot_hang_report(const struct boot_hang *report, unsigned why);
 
-/* Non-zero once the launcher has recorded a failed rank; then *rank and
- * reason are filled.  Cheap: one load of a line nobody writes normally. */
+/* Non-zero once the bootstrap has recorded a failed rank; then *rank and
+ * reason are filled (rank -1: the launcher ended the job).  Cheap: one
+ * load of a line nobody writes normally. */
 int boot_peer_failed(int *rank, const char **reason);
 
 /* Leaves the job (after the final barrier). */
@@ -96,7 +110,7 @@ void boot_finalize(void);
  * failure that ends the job instead of leaving peers waiting. */
 void boot_leave(void);
 
-/* While a boot collective waits, call fn between short polls of the socket
+/* While a boot collective waits, call fn between short polls
  * (the library runs its message handlers there, so peers are not blocked
  * on a rank that sits in the launcher exchange).  NULL: sleep in poll. */
 void boot_set_progress(void (*fn)(void));

@@ -55,21 +55,40 @@ struct page {
     volatile uint64_t seen[];  /* seen[r]: written by rank r into this page */
 };
 
+/* The bootstrap the launcher's variables call for. */
+static const char *expected_boot(void)
+{
+    return util_config_is_set(CFG_RANK) ? "shoalrun" : getenv("PMIX_RANK") ? "pmix" : "singleton";
+}
+
 static void check_info(const struct boot_info *bi)
 {
     rank = bi->rank;
     size = bi->size;
     CHECK(size >= 1 && rank >= 0 && rank < size);
-    CHECK(bi->singleton == !util_config_is_set(CFG_RANK));
-    if (bi->singleton) {
-        CHECK(bi->job == NULL && size == 1);
+    CHECK(bi->boot && strcmp(bi->boot, expected_boot()) == 0);
+    CHECK(bi->singleton == (strcmp(bi->boot, "singleton") == 0));
+    CHECK(bi->nhosts >= 1 && bi->host >= 0 && bi->host < bi->nhosts && bi->host == boot_host_of(rank));
+    CHECK(!boot_peer_failed(NULL, NULL));
+    if (strcmp(bi->boot, "shoalrun")) {
+        CHECK(bi->job == NULL && (!bi->singleton || size == 1));
         return;
     }
     CHECK(bi->job != NULL);
     CHECK(bi->job->magic == BOOT_JOB_MAGIC && bi->job->size == (uint32_t)size);
     CHECK(bi->job->job_id == bi->job_id);
-    CHECK(bi->job->nhosts >= 1 && bi->host == boot_host_of(rank));
-    CHECK(!boot_peer_failed(NULL, NULL));
+    CHECK(bi->job->nhosts == (uint32_t)bi->nhosts);
+}
+
+/* Every rank names the same job. */
+static void check_job_id(const struct boot_info *bi)
+{
+    uint64_t *ids = calloc((size_t)size, sizeof *ids);
+    CHECK(ids);
+    CHECK_OK(boot_allgather(&bi->job_id, sizeof bi->job_id, ids));
+    for (int r = 0; r < size; r++)
+        CHECK(ids[r] == bi->job_id);
+    free(ids);
 }
 
 static int same_host(int r)
@@ -219,6 +238,7 @@ int main(void)
     check_info(&bi);
     CHECK(boot_init(&bi) == SHOAL_EINIT);
     check_pids(&bi);
+    check_job_id(&bi);
     check_hosts();
     struct page **pages = exchange_pages();
     check_cross_writes(pages);
