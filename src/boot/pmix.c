@@ -77,25 +77,25 @@ static pmix_proc_t px_proc(pmix_rank_t rank)
     return p;
 }
 
+static int px_allgather(const void *mine, size_t len, void *all);
+
 /* Host indices from every rank's PMIX_NODEID, numbered in order of first
- * appearance; *nhosts gets their count. */
+ * appearance; *nhosts gets their count.  Each rank reads its own and the
+ * ranks exchange them: Slurm 22.05 answers NOT-FOUND for another node's. */
 static int px_hosts(int *nhosts)
 {
+    long long mine;
+    pmix_proc_t me = px_proc(px.me.rank);
+    if (px_get_int(&me, PMIX_NODEID, &mine)) {
+        LOG(LOG_ERROR, "the PMIx server gives no %s for this rank (%u): shoal cannot tell which ranks share a host",
+            PMIX_NODEID, px.me.rank);
+        return SHOAL_EBOOT;
+    }
     long long *ids = malloc((size_t)px.size * sizeof *ids);
     px.host = malloc((size_t)px.size * sizeof *px.host);
-    if (!ids || !px.host) {
-        free(ids);
-        return SHOAL_ENOMEM;
-    }
+    int rc = ids && px.host ? px_allgather(&mine, sizeof mine, ids) : SHOAL_ENOMEM;
     int n = 0;
-    for (int r = 0; r < px.size; r++) {
-        pmix_proc_t p = px_proc((pmix_rank_t)r);
-        if (px_get_int(&p, PMIX_NODEID, &ids[r])) {
-            LOG(LOG_ERROR, "the PMIx server gives no %s for rank %d: shoal cannot tell which ranks share a host",
-                PMIX_NODEID, r);
-            free(ids);
-            return SHOAL_EBOOT;
-        }
+    for (int r = 0; r < px.size && rc == SHOAL_OK; r++) {
         int h = 0;
         while (h < r && ids[h] != ids[r])
             h++;
@@ -103,7 +103,7 @@ static int px_hosts(int *nhosts)
     }
     free(ids);
     *nhosts = n;
-    return SHOAL_OK;
+    return rc;
 }
 
 /* This host's ranks, ascending, cross-checked with PMIX_LOCAL_PEERS. */
