@@ -153,12 +153,15 @@ static int ofi_failed(const char *what, int rc)
     return SHOAL_ESYS;
 }
 
-/* A completion queue with a file descriptor to sleep on where the
- * provider has one, else none (wait() then naps). */
+/* With SHOAL_NET_WAIT=block, a completion queue with a descriptor to
+ * sleep on where the provider has one; otherwise, or without one, none
+ * and wait() naps.  The descriptor is not free: the provider signals it on
+ * every completion (tcp;ofi_rxm: 8-byte half round trip 4.7 us against
+ * 4.2 us without). */
 static int ofi_open_cq(size_t size)
 {
     struct fi_cq_attr attr = {.size = size, .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD};
-    if (fi_cq_open(ofi.domain, &attr, &ofi.cq, NULL) == 0) {
+    if (strcmp(util_config_str(CFG_NET_WAIT), "block") == 0 && fi_cq_open(ofi.domain, &attr, &ofi.cq, NULL) == 0) {
         if (fi_control(&ofi.cq->fid, FI_GETWAIT, &ofi.wait_fd) == 0)
             return SHOAL_OK;
         fi_close(&ofi.cq->fid);
@@ -370,8 +373,9 @@ static int ofi_init(const struct tp_init *in)
     if (rc || xrc)
         return rc ? rc : xrc;
     if (in->rank == 0)
-        LOG(LOG_INFO, "ofi: provider %s, %zu-byte messages, %u credits per peer and channel",
-            ofi.info->fabric_attr->prov_name, ofi.max_payload, ofi.credits);
+        LOG(LOG_INFO, "ofi: provider %s, %zu-byte messages, %u credits per peer and channel, waits %s",
+            ofi.info->fabric_attr->prov_name, ofi.max_payload, ofi.credits,
+            ofi.wait_fd >= 0 ? "on the completion queue's descriptor" : "by napping");
     return SHOAL_OK;
 }
 
