@@ -287,10 +287,13 @@ static void latency(void)
         if (i >= LAT_WARM)
             t[i - LAT_WARM] = (test_now() - t0) / 2;
     }
+    double sum = 0;
+    for (int i = 0; i < LAT_ITERS; i++)
+        sum += t[i];
     qsort(t, LAT_ITERS, sizeof *t, cmp_double);
     char where[128];
-    printf("%s: 8-byte half round trip median %.2f us (min %.2f)\n", tp->describe(where, sizeof where),
-           t[LAT_ITERS / 2] * 1e6, t[0] * 1e6);
+    printf("%s: 8-byte half round trip median %.2f us (mean %.2f, min %.2f)\n", tp->describe(where, sizeof where),
+           t[LAT_ITERS / 2] * 1e6, sum / LAT_ITERS * 1e6, t[0] * 1e6);
     send_wait(1, TP_REQUEST, K_STOP, sizeof(struct head));
 }
 
