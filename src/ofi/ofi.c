@@ -17,7 +17,8 @@
  * channel, so at most credits / threshold = 2 per channel and peer are
  * unread at a time: that is the size of the control pool, which thus
  * needs no credits of its own. */
-#include "ofi/ofi.h"
+#include "ofi/ofi_int.h"
+#include "ofi/ofi_rma.h"
 #include "boot/boot.h"
 #include "util/util.h"
 #include "shoal.h"
@@ -34,82 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#define OFI_API FI_VERSION(1, 14)
-/* A message: the provider's eager limit on verbs and tcp through ofi_rxm
- * (FI_OFI_RXM_BUFFER_SIZE, 16 KiB), so no message pays a rendezvous round
- * trip, and a multiple of udp;ofi_rxd's packets. */
-#define OFI_MSG_BYTES 16384u
-#define OFI_CREDITS_MAX 16u
-#define OFI_CREDITS_MIN 2u
-#define OFI_CTL_PER_PEER 4u    /* 2 unread control messages per channel */
-#define OFI_TX_MAX 128u        /* send buffers per channel, shared by the peers */
-#define OFI_NAP_NS 50000ull    /* wait() without a wait object */
-#define OFI_FINI_NS 2000000000ull
-#define OFI_BATCH 16
-
-enum ofi_chan { OFI_REQ = TP_REQUEST, OFI_REP = TP_REPLY, OFI_CTL, OFI_CHANS };
-enum ofi_pool_id { OFI_TX = 0, OFI_RX = OFI_CHANS, OFI_POOLS = 2 * OFI_CHANS };
-
-/* What begins every message: the running counts of the destination's
- * messages the sender has freed, per channel (wrapping). */
-struct ofi_hdr {
-    uint32_t freed[2];
-};
-#define OFI_HDR sizeof(struct ofi_hdr)
-
-struct ofi_slot {
-    struct fi_context2 ctx; /* the completion's op_context is the slot */
-    char *buf;              /* header, then a payload that starts 64-byte aligned */
-    uint32_t peer;          /* send: the destination; receive: the sender, once arrived */
-    uint32_t len;           /* receive: bytes arrived */
-    uint8_t pool;           /* enum ofi_pool_id + channel */
-};
-
-struct ofi_pool {
-    struct ofi_slot *slots;
-    struct ofi_slot **free; /* send pools: the idle slots */
-    uint32_t n, nfree;
-    size_t cap;             /* bytes a buffer holds */
-};
-
-/* Arrived messages of one channel not yet delivered, in arrival order. */
-struct ofi_fifo {
-    struct ofi_slot **q;
-    uint32_t cap, head, tail;
-};
-
-struct ofi_peer {
-    fi_addr_t addr;
-    uint32_t sent[2], acked[2]; /* messages to it, and how many of them it freed */
-    uint32_t freed[2], told[2]; /* its messages freed here, and the counts it was last sent */
-    uint8_t served, ctl_due;
-};
-
-static struct {
-    struct fi_info *info;
-    struct fid_fabric *fabric;
-    struct fid_domain *domain;
-    struct fid_cq *cq;
-    struct fid_av *av;
-    struct fid_ep *ep;
-    struct fid_mr *mr;
-    void *desc;                   /* of the buffers, when FI_MR_LOCAL */
-    int rank, nranks, wait_fd, closing;
-    tp_deliver_fn deliver;
-    uint32_t credits, threshold;
-    size_t max_payload;
-    struct ofi_peer *peers;
-    char *mem;
-    size_t mem_bytes;
-    struct ofi_pool pool[OFI_POOLS];
-    struct ofi_fifo fifo[2];
-    struct ofi_slot **repost;     /* receive buffers the provider had no room for yet */
-    uint32_t nrepost;
-    uint32_t *ctl_due;            /* peers owed a control message */
-    uint32_t nctl_due;
-    uint64_t inflight;            /* sends not completed */
-    struct tp_stats st;
-} ofi = {.wait_fd = -1};
+struct ofi_state ofi = {.wait_fd = -1};
 
 static uint64_t ofi_tag(enum ofi_chan ch, uint32_t rank)
 {
@@ -118,13 +44,16 @@ static uint64_t ofi_tag(enum ofi_chan ch, uint32_t rank)
 
 /* ---- start-up ----------------------------------------------------------- */
 
-/* What this transport asks of a provider: capabilities only, no names. */
-static int ofi_getinfo(struct fi_info **out)
+/* What this transport asks of a provider: capabilities only, no names.
+ * want: OFI_WANT_MSG, and one-sided commands (_RMA), and atomics (_AMO). */
+enum ofi_want { OFI_WANT_MSG, OFI_WANT_RMA, OFI_WANT_AMO };
+static int ofi_getinfo(struct fi_info **out, enum ofi_want want)
 {
     struct fi_info *hints = fi_allocinfo();
     if (!hints)
         return -FI_ENOMEM;
-    hints->caps = FI_TAGGED;
+    int rma = want >= OFI_WANT_RMA;
+    hints->caps = FI_TAGGED | (rma ? FI_RMA : 0) | (want == OFI_WANT_AMO ? FI_ATOMIC : 0);
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
@@ -132,8 +61,10 @@ static int ofi_getinfo(struct fi_info **out)
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
     hints->domain_attr->av_type = FI_AV_TABLE;
-    hints->tx_attr->msg_order = FI_ORDER_SAS; /* in order per (peer, channel) */
-    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    /* in order per (peer, channel); a message sent after a write arrives
+     * after its data (remote completion of one-sided commands) */
+    hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FI_ORDER_SAW : 0);
+    hints->rx_attr->msg_order = hints->tx_attr->msg_order;
     int rc = fi_getinfo(OFI_API, NULL, NULL, 0, hints, out);
     fi_freeinfo(hints);
     return rc;
@@ -142,12 +73,12 @@ static int ofi_getinfo(struct fi_info **out)
 int ofi_usable(void)
 {
     struct fi_info *info = NULL;
-    int rc = ofi_getinfo(&info);
+    int rc = ofi_getinfo(&info, OFI_WANT_MSG);
     fi_freeinfo(info);
     return rc == 0;
 }
 
-static int ofi_failed(const char *what, int rc)
+int ofi_failed(const char *what, int rc)
 {
     LOG(LOG_ERROR, "ofi: %s failed: %s", what, fi_strerror(rc < 0 ? -rc : rc));
     return SHOAL_ESYS;
@@ -172,9 +103,15 @@ static int ofi_open_cq(size_t size)
     return rc ? ofi_failed("fi_cq_open", rc) : SHOAL_OK;
 }
 
+/* Native one-sided commands and atomics where the provider has them, else
+ * one-sided commands only (tcp;ofi_rxm with FI_ATOMIC no longer orders
+ * sends after writes), else messages only. */
 static int ofi_open(size_t cq_size)
 {
-    int rc = ofi_getinfo(&ofi.info);
+    int rc = -FI_ENODATA;
+    for (int want = OFI_WANT_AMO; rc && want >= OFI_WANT_MSG; want--)
+        if ((rc = ofi_getinfo(&ofi.info, (enum ofi_want)want)) == 0)
+            ofi.rma = want >= OFI_WANT_RMA;
     if (rc) {
         LOG(LOG_ERROR, "ofi: no libfabric provider offers a reliable datagram endpoint with tagged, ordered "
             "messages (FI_PROVIDER=%s): %s", getenv("FI_PROVIDER") ? getenv("FI_PROVIDER") : "unset",
@@ -231,11 +168,11 @@ static int ofi_alloc_pools(uint32_t nserved)
     uint32_t tx = nserved * ofi.credits < OFI_TX_MAX ? nserved * ofi.credits : OFI_TX_MAX;
     uint32_t ctl_tx = nserved * OFI_CTL_PER_PEER < OFI_TX_MAX ? nserved * OFI_CTL_PER_PEER : OFI_TX_MAX;
     const uint32_t n[OFI_POOLS] = {tx, tx, ctl_tx, nserved * ofi.credits, nserved * ofi.credits,
-                                   nserved * OFI_CTL_PER_PEER};
+                                   nserved * OFI_CTL_PER_PEER, ofi.rma ? OFI_RMA_SLOTS : 0};
     size_t bytes = 0;
     for (int p = 0; p < OFI_POOLS; p++) {
         ofi.pool[p].n = n[p];
-        ofi.pool[p].cap = p % OFI_CHANS == OFI_CTL ? OFI_HDR : msg;
+        ofi.pool[p].cap = p == OFI_TX + OFI_CTL || p == OFI_RX + OFI_CTL ? OFI_HDR : msg;
         bytes += (size_t)n[p] * ofi_stride(ofi.pool[p].cap);
     }
     ofi.mem_bytes = util_round_up(bytes ? bytes : 1, 4096);
@@ -251,7 +188,7 @@ static int ofi_alloc_pools(uint32_t nserved)
         for (uint32_t i = 0; i < pl->n; i++) {
             pl->slots[i] = (struct ofi_slot){.buf = at + 64 - OFI_HDR, .pool = (uint8_t)p};
             at += ofi_stride(pl->cap);
-            if (p < OFI_RX)
+            if (p < OFI_RX || p == OFI_RMA)
                 pl->free[pl->nfree++] = &pl->slots[i];
         }
     }
@@ -273,7 +210,8 @@ static int ofi_register(void)
     uint64_t mode = ofi.info->domain_attr->mr_mode;
     if (!(mode & FI_MR_LOCAL))
         return SHOAL_OK;
-    int rc = fi_mr_reg(ofi.domain, ofi.mem, ofi.mem_bytes, FI_SEND | FI_RECV, 0, 1, 0, &ofi.mr, NULL);
+    int rc = fi_mr_reg(ofi.domain, ofi.mem, ofi.mem_bytes, FI_SEND | FI_RECV | (ofi.rma ? FI_READ | FI_WRITE : 0),
+                       0, 1, 0, &ofi.mr, NULL);
     if (rc)
         return ofi_failed("fi_mr_reg", rc);
     if ((mode & FI_MR_ENDPOINT) &&
@@ -407,13 +345,13 @@ static int ofi_post_send(struct ofi_slot *s, int dest, enum ofi_chan ch, size_t 
     return SHOAL_OK;
 }
 
-static struct ofi_slot *ofi_tx_slot(enum ofi_chan ch)
+struct ofi_slot *ofi_slot_take(enum ofi_pool_id pool)
 {
-    struct ofi_pool *pl = &ofi.pool[OFI_TX + ch];
+    struct ofi_pool *pl = &ofi.pool[pool];
     return pl->nfree ? pl->free[--pl->nfree] : NULL;
 }
 
-static void ofi_tx_done(struct ofi_slot *s)
+void ofi_slot_give(struct ofi_slot *s)
 {
     struct ofi_pool *pl = &ofi.pool[s->pool];
     pl->free[pl->nfree++] = s;
@@ -427,7 +365,7 @@ static int ofi_send(int dest, enum tp_channel ch, const void *head, size_t hlen,
         return SHOAL_ETOOBIG;
     struct ofi_peer *p = &ofi.peers[dest];
     struct ofi_slot *s;
-    if (!ofi_credits(p, ch) || !(s = ofi_tx_slot((enum ofi_chan)ch)))
+    if (!ofi_credits(p, ch) || !(s = ofi_slot_take(OFI_TX + (enum ofi_pool_id)ch)))
         return SHOAL_EAGAIN;
     if (hlen)
         memcpy(s->buf + OFI_HDR, head, hlen);
@@ -435,7 +373,7 @@ static int ofi_send(int dest, enum tp_channel ch, const void *head, size_t hlen,
         memcpy(s->buf + OFI_HDR + hlen, body, blen);
     int rc = ofi_post_send(s, dest, (enum ofi_chan)ch, OFI_HDR + hlen + blen);
     if (rc) {
-        ofi_tx_done(s);
+        ofi_slot_give(s);
         return rc;
     }
     p->sent[ch]++;
@@ -462,13 +400,13 @@ static void ofi_send_ctl(void)
             p->ctl_due = 0; /* a message since carried the counts */
             continue;
         }
-        struct ofi_slot *s = ofi_tx_slot(OFI_CTL);
+        struct ofi_slot *s = ofi_slot_take(OFI_TX + OFI_CTL);
         if (s && ofi_post_send(s, (int)r, OFI_CTL, OFI_HDR) == SHOAL_OK) {
             p->ctl_due = 0;
             continue;
         }
         if (s)
-            ofi_tx_done(s);
+            ofi_slot_give(s);
         ofi.ctl_due[kept++] = r;
     }
     ofi.nctl_due = kept;
@@ -523,17 +461,21 @@ static void ofi_arrived(struct ofi_slot *s, const struct fi_cq_tagged_entry *e)
 static void ofi_completed(const struct fi_cq_tagged_entry *e)
 {
     struct ofi_slot *s = e->op_context;
-    if (s->pool >= OFI_RX) {
+    if (s->pool >= OFI_RX && s->pool < OFI_RMA) {
         ofi_arrived(s, e);
         return;
     }
     ofi.inflight--;
-    ofi_tx_done(s);
+    if (s->pool == OFI_RMA)
+        ofi_rma_completed(s, SHOAL_OK);
+    else
+        ofi_slot_give(s);
 }
 
 /* An error completion: a send names its destination, a receive its
  * sender.  At fini peers close in any order, so errors are expected; a
- * control message's failure only means its peer is gone. */
+ * control message's failure only means its peer is gone; a one-sided
+ * command the target's registration refuses completes with SHOAL_EACCES. */
 static void ofi_cq_error(void)
 {
     struct fi_cq_err_entry e = {0};
@@ -542,11 +484,17 @@ static void ofi_cq_error(void)
     struct ofi_slot *s = e.op_context;
     char why[256];
     const char *msg = fi_cq_strerror(ofi.cq, e.prov_errno, e.err_data, why, sizeof why);
-    int send = s && s->pool < OFI_RX;
-    if (send) {
+    int send = s && (s->pool < OFI_RX || s->pool == OFI_RMA);
+    if (send)
         ofi.inflight--;
-        ofi_tx_done(s);
+    if (send && s->pool == OFI_RMA && (e.err == FI_EACCES || e.err == FI_EINVAL || e.err == FI_EKEYREJECTED)) {
+        ofi_rma_completed(s, SHOAL_EACCES);
+        return;
     }
+    if (send && s->pool == OFI_RMA)
+        ofi_rma_completed(s, SHOAL_EPEERDEAD);
+    else if (send)
+        ofi_slot_give(s);
     if (ofi.closing || (send && s->pool == OFI_TX + OFI_CTL) || e.err == FI_ECANCELED) {
         LOG(LOG_DEBUG, "ofi: an operation with rank %u failed: %s", s ? s->peer : 0u, msg ? msg : "");
         return;
@@ -686,6 +634,7 @@ static void ofi_fini(void)
     if (ofi.inflight)
         LOG(LOG_DEBUG, "ofi: %llu sends had not completed at fini", (unsigned long long)ofi.inflight);
     ofi_close(ofi.ep ? &ofi.ep->fid : NULL, "endpoint");
+    ofi_rma_fini();
     ofi_close(ofi.mr ? &ofi.mr->fid : NULL, "memory registration");
     ofi_close(ofi.av ? &ofi.av->fid : NULL, "address vector");
     ofi_close(ofi.cq ? &ofi.cq->fid : NULL, "completion queue");

@@ -9,12 +9,18 @@
  *        reply more than the reply channel has room for, from inside its
  *        delivery (no deadlock, and no request delivered while a handler
  *        waits); settled(), fini.
+ *   rma: native one-sided commands (ofi/ofi_rma.h) on each rank's exposed
+ *        region: bad arguments; puts into every peer, each followed by a
+ *        message that the target, when it runs, finds the data before;
+ *        gets of what this rank put and of max_bytes; fetch-add from every
+ *        rank on rank 0's counter, compare-swap with one winner.
  *   lat: rank 0's half round trip of 8-byte messages to rank 1.
  * Skips (77) without libfabric or without a usable provider. */
 #include "../common/check.h"
 #include "boot/boot.h"
 #ifdef SHOAL_HAVE_OFI
 #include "ofi/ofi.h"
+#include "ofi/ofi_rma.h"
 #endif
 
 #include <shoal.h>
@@ -45,7 +51,7 @@ int main(void)
 #define WAIT_S 60
 #define IDLE_POLLS 10000
 
-enum kind { K_PING = 1, K_PONG, K_FLOOD, K_ECHO, K_ECHOED, K_ECHO_END, K_SYNC, K_STOP };
+enum kind { K_PING = 1, K_PONG, K_FLOOD, K_ECHO, K_ECHOED, K_ECHO_END, K_PUT_DONE, K_SYNC, K_STOP };
 
 /* Every message of 8 bytes or more begins with this; shorter ones are
  * checked by their length and (1 B) their sequence number's low byte. */
@@ -64,6 +70,8 @@ static unsigned char *body;           /* max_payload bytes to send from */
 static int in_request;                /* a request's delivery runs */
 static uint64_t nested_polls, eagains;
 static uint64_t echo_waits;           /* polls of replies to requests of kind K_ECHO */
+static unsigned char *region;         /* rma: this rank's exposed memory */
+static void check_puts_from(uint32_t from);
 
 static unsigned char pattern(uint32_t from, int ch, uint32_t seq, size_t i)
 {
@@ -129,6 +137,8 @@ static void deliver(const struct tp_msg *m)
         CHECK(b[i] == pattern(m->peer, ch, seq, i), "byte %zu of message #%u from rank %u on channel %d is wrong",
               i, seq, m->peer, ch);
     got[h.kind][m->peer]++;
+    if (h.kind == K_PUT_DONE)
+        check_puts_from(m->peer);
     if (ch != TP_REQUEST)
         return;
     in_request = 1;
@@ -265,6 +275,163 @@ static void finish(void)
     tp->fini();
 }
 
+/* ---- native one-sided commands ------------------------------------------ */
+
+#define REGION (64u << 10)
+#define PUTS 8
+#define PUT_BYTES 1024u
+#define COUNTER (60u << 10) /* rank 0's fetch-add word, then its compare-swap word */
+#define ADDS 100
+
+static unsigned char put_pattern(uint32_t from, uint32_t to, size_t i)
+{
+    return pattern(from, 7, to, i);
+}
+
+/* A message sent after from's puts into this rank: their data is here. */
+static void check_puts_from(uint32_t from)
+{
+    const unsigned char *at = region + (size_t)from * PUTS * PUT_BYTES;
+    for (size_t i = 0; i < PUTS * PUT_BYTES; i++)
+        CHECK(at[i] == put_pattern(from, (uint32_t)me, i), "byte %zu of rank %u's puts is not here when the "
+              "message it sent after them runs", i, from);
+}
+
+static void rma_wait(struct ofi_rma_req *req, const char *what)
+{
+    double t0 = test_now();
+    while (req->status == SHOAL_PENDING) {
+        tp->poll(0);
+        TEST_DEADLINE(t0, WAIT_S, what);
+    }
+    CHECK(req->status == SHOAL_OK, "%s: %s", what, shoal_strerror(req->status));
+}
+
+/* Starts a command, polling while it finds no room. */
+#define RMA_START(call, what)                                        \
+    do {                                                             \
+        double t0_ = test_now();                                     \
+        int rc_;                                                     \
+        while ((rc_ = (call)) == SHOAL_EAGAIN) {                     \
+            tp->poll(0);                                             \
+            TEST_DEADLINE(t0_, WAIT_S, what);                        \
+        }                                                            \
+        CHECK(rc_ == SHOAL_OK, "%s: %s", what, shoal_strerror(rc_)); \
+    } while (0)
+
+static void rma_bad_arguments(uint32_t id, int atomics)
+{
+    struct ofi_rma_req req;
+    uint64_t old;
+    int p = (me + 1) % n;
+    CHECK_RC(ofi_rma.put(me, id, 0, body, 8, &req), SHOAL_ERANK);
+    CHECK_RC(ofi_rma.put(p, id + 1, 0, body, 8, &req), SHOAL_ESEGMENT);
+    CHECK_RC(ofi_rma.put(p, id, REGION - 4, body, 8, &req), SHOAL_ERANGE);
+    CHECK_RC(ofi_rma.get(p, id, 0, body, ofi_rma.max_bytes() + 1, &req), SHOAL_ETOOBIG);
+    CHECK_RC(ofi_rma.amo(p, id, COUNTER + 4, OFI_AMO_FETCH_ADD, 1, 0, &old, &req),
+             atomics ? SHOAL_EALIGN : SHOAL_EINVAL);
+}
+
+static void rma_puts(uint32_t id)
+{
+    static struct ofi_rma_req req[PUTS];
+    for (int p = 0; p < n; p++) {
+        if (p == me)
+            continue;
+        for (int k = 0; k < PUTS; k++) {
+            for (size_t i = 0; i < PUT_BYTES; i++)
+                body[i] = put_pattern((uint32_t)me, (uint32_t)p, k * PUT_BYTES + i);
+            RMA_START(ofi_rma.put(p, id, ((size_t)me * PUTS + k) * PUT_BYTES, body, PUT_BYTES, &req[k]), "a put");
+        }
+        /* at once: the message must not overtake the data */
+        send_wait(p, TP_REQUEST, K_PUT_DONE, sizeof(struct head));
+        for (int k = 0; k < PUTS; k++)
+            rma_wait(&req[k], "a put's completion");
+    }
+    for (int p = 0; p < n; p++)
+        if (p != me)
+            wait_for(K_PUT_DONE, p, 1, "the other ranks' puts");
+    sync_all();
+}
+
+static void rma_gets(uint32_t id)
+{
+    struct ofi_rma_req req;
+    size_t big = ofi_rma.max_bytes() < REGION ? ofi_rma.max_bytes() : REGION;
+    unsigned char *back = malloc(big);
+    CHECK(back != NULL, "out of memory");
+    for (int p = 0; p < n; p++) {
+        if (p == me)
+            continue;
+        RMA_START(ofi_rma.get(p, id, (size_t)me * PUTS * PUT_BYTES, back, PUTS * PUT_BYTES, &req), "a get");
+        rma_wait(&req, "a get");
+        for (size_t i = 0; i < PUTS * PUT_BYTES; i++)
+            CHECK(back[i] == put_pattern((uint32_t)me, (uint32_t)p, i), "byte %zu got back from rank %d", i, p);
+        RMA_START(ofi_rma.get(p, id, 0, back, big, &req), "a get of max_bytes");
+        rma_wait(&req, "a get of max_bytes");
+        for (size_t i = 0; i < big && i < (size_t)n * PUTS * PUT_BYTES; i++) {
+            uint32_t from = (uint32_t)(i / (PUTS * PUT_BYTES));
+            CHECK(from == (uint32_t)p || back[i] == put_pattern(from, (uint32_t)p, i % (PUTS * PUT_BYTES)),
+                  "byte %zu of rank %d's region", i, p);
+        }
+    }
+    free(back);
+    sync_all();
+}
+
+static void rma_atomics(uint32_t id)
+{
+    struct ofi_rma_req req;
+    uint64_t old, last = 0;
+    if (me != 0) {
+        for (int i = 0; i < ADDS; i++) {
+            RMA_START(ofi_rma.amo(0, id, COUNTER, OFI_AMO_FETCH_ADD, 1, 0, &old, &req), "a fetch-add");
+            rma_wait(&req, "a fetch-add");
+            CHECK(i == 0 || old > last, "fetch-add #%d returned %llu after %llu", i, (unsigned long long)old,
+                  (unsigned long long)last);
+            last = old;
+        }
+        RMA_START(ofi_rma.amo(0, id, COUNTER + 8, OFI_AMO_CSWAP, (uint64_t)me, 0, &old, &req), "a compare-swap");
+        rma_wait(&req, "a compare-swap");
+        CHECK(old < (uint64_t)n && old != (uint64_t)me, "compare-swap returned %llu", (unsigned long long)old);
+        uint64_t now;
+        RMA_START(ofi_rma.get(0, id, COUNTER + 8, &now, 8, &req), "a get of the compare-swap word");
+        rma_wait(&req, "a get of the compare-swap word");
+        CHECK(now != 0 && (old != 0 || now == (uint64_t)me), "compare-swap: old %llu, now %llu",
+              (unsigned long long)old, (unsigned long long)now);
+    }
+    sync_all();
+    if (me == 0) {
+        uint64_t sum = __atomic_load_n((uint64_t *)(void *)(region + COUNTER), __ATOMIC_ACQUIRE);
+        uint64_t won = __atomic_load_n((uint64_t *)(void *)(region + COUNTER + 8), __ATOMIC_ACQUIRE);
+        CHECK(sum == (uint64_t)(n - 1) * ADDS, "the counter is %llu after %d fetch-adds",
+              (unsigned long long)sum, (n - 1) * ADDS);
+        CHECK(won >= 1 && won < (uint64_t)n, "compare-swap word %llu", (unsigned long long)won);
+    }
+}
+
+static void rma(void)
+{
+    int atomics;
+    if (!ofi_rma.available(&atomics)) {
+        tp->fini();
+        skip("the provider has no native one-sided commands");
+    }
+    region = aligned_alloc(4096, REGION);
+    CHECK(region != NULL, "out of memory");
+    memset(region, 0, REGION);
+    uint32_t id;
+    CHECK_RC(ofi_rma.expose(region, REGION, &id), SHOAL_OK);
+    CHECK(ofi_rma.max_bytes() >= PUTS * PUT_BYTES, "max_bytes %zu", ofi_rma.max_bytes());
+    rma_bad_arguments(id, atomics);
+    rma_puts(id);
+    rma_gets(id);
+    if (atomics)
+        rma_atomics(id);
+    else if (me == 0)
+        printf("the provider has no 64-bit fetch-add and compare-swap: atomics not tested\n");
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -319,6 +486,8 @@ int main(int argc, char **argv)
     CHECK(maxp >= 4096 && (body = malloc(maxp + 1)) != NULL, "max_payload %zu", maxp);
     if (strcmp(mode, "lat") == 0) {
         latency();
+    } else if (strcmp(mode, "rma") == 0) {
+        rma();
     } else {
         ping_pong();
         bad_arguments();
@@ -327,6 +496,7 @@ int main(int argc, char **argv)
     }
     finish();
     free(body);
+    free(region);
     free(serves);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     return 0;
