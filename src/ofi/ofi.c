@@ -92,7 +92,8 @@ int ofi_failed(const char *what, int rc)
 static int ofi_open_cq(size_t size)
 {
     struct fi_cq_attr attr = {.size = size, .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD};
-    if (strcmp(util_config_str(CFG_NET_WAIT), "block") == 0 && fi_cq_open(ofi.domain, &attr, &ofi.cq, NULL) == 0) {
+    int block = strcmp(util_config_str(CFG_NET_WAIT), "block") == 0;
+    if (block && fi_cq_open(ofi.domain, &attr, &ofi.cq, NULL) == 0) {
         if (fi_control(&ofi.cq->fid, FI_GETWAIT, &ofi.wait_fd) == 0)
             return SHOAL_OK;
         fi_close(&ofi.cq->fid);
@@ -282,7 +283,7 @@ static int ofi_setup(const struct tp_init *in)
         nserved += ofi.peers[r].served;
     }
     /* the completion queue holds every operation that can be outstanding */
-    size_t cq = (size_t)nserved * (2 * OFI_CREDITS_MAX + OFI_CTL_PER_PEER) + 3 * OFI_TX_MAX;
+    size_t cq = (size_t)nserved * (2 * OFI_CREDITS_MAX + OFI_CTL_PER_PEER) + 3 * OFI_TX_MAX + OFI_RMA_SLOTS;
     int rc = ofi_open(cq);
     if (rc)
         return rc;

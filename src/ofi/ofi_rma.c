@@ -39,7 +39,8 @@ static int rma_available(int *atomics)
     if (atomics) {
         if (rr.atomics < 0) {
             size_t count = 0, ccount = 0;
-            rr.atomics = ofi.rma && (ofi.info->caps & FI_ATOMIC) && fi_fetch_atomicvalid(ofi.ep, FI_UINT64, FI_SUM, &count) == 0 && count > 0 &&
+            rr.atomics = ofi.rma && (ofi.info->caps & FI_ATOMIC) &&
+                         fi_fetch_atomicvalid(ofi.ep, FI_UINT64, FI_SUM, &count) == 0 && count > 0 &&
                          fi_compare_atomicvalid(ofi.ep, FI_UINT64, FI_CSWAP, &ccount) == 0 && ccount > 0;
         }
         *atomics = rr.atomics;
