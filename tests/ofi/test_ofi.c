@@ -165,7 +165,8 @@ static void wait_for(enum kind k, int from, uint32_t want, const char *what)
         if (idle > IDLE_POLLS) {
             double w = test_now();
             tp->wait(1000000);
-            CHECK(test_now() - w < 1, "wait(1 ms) slept %.3f s", test_now() - w);
+            /* bounded, not sleeping to a far timer; loose: CI runs 4-rank jobs two at a time on 2 cores */
+            CHECK(test_now() - w < 5, "wait(1 ms) slept %.3f s", test_now() - w);
             idle = 0;
         }
         TEST_DEADLINE(t0, WAIT_S, what);
