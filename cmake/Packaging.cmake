@@ -51,9 +51,9 @@ else()
   set(SHOAL_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(SHOAL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-# A static link needs libpmix when the PMIx bootstrap is built in (its
-# flags, not Requires.private: pmix.pc is often off the search path).
-list(JOIN SHOAL_PMIX_LDFLAGS " " SHOAL_PC_LIBS_PRIVATE_EXTRA)
+# A static link needs the optional libraries built in (libpmix, libfabric):
+# their flags, not Requires.private, as pmix.pc is often off the search path.
+list(JOIN SHOAL_PKG_LDFLAGS " " SHOAL_PC_LIBS_PRIVATE_EXTRA)
 if(SHOAL_PC_LIBS_PRIVATE_EXTRA)
   string(PREPEND SHOAL_PC_LIBS_PRIVATE_EXTRA " ")
 endif()

@@ -45,7 +45,7 @@ int main(void)
 #else
 
 #define PINGS 200
-#define FLOOD 3000
+#define FLOOD 1000
 #define LAT_WARM 1000
 #define LAT_ITERS 10000
 #define WAIT_S 60
@@ -411,7 +411,9 @@ static void rma_atomics(uint32_t id)
     }
 }
 
-static void rma(void)
+/* with_atomics 0: puts and gets only (mode rma_puts), for a provider whose
+ * atomics are broken (tests/ofi/CMakeLists.txt says which). */
+static void rma(int with_atomics)
 {
     int atomics;
     if (!ofi_rma.available(&atomics)) {
@@ -427,10 +429,10 @@ static void rma(void)
     rma_bad_arguments(id, atomics);
     rma_puts(id);
     rma_gets(id);
-    if (atomics)
+    if (atomics && with_atomics)
         rma_atomics(id);
     else if (me == 0)
-        printf("the provider has no 64-bit fetch-add and compare-swap: atomics not tested\n");
+        printf("%s: atomics not tested\n", atomics ? "rma_puts" : "the provider has no 64-bit fetch-add and compare-swap");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -487,8 +489,8 @@ int main(int argc, char **argv)
     CHECK(maxp >= 4096 && (body = malloc(maxp + 1)) != NULL, "max_payload %zu", maxp);
     if (strcmp(mode, "lat") == 0) {
         latency();
-    } else if (strcmp(mode, "rma") == 0) {
-        rma();
+    } else if (strncmp(mode, "rma", 3) == 0) {
+        rma(strcmp(mode, "rma_puts") != 0);
     } else {
         ping_pong();
         bad_arguments();
