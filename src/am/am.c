@@ -1,5 +1,5 @@
 /* Active messages over the shm rings (seed 002 contract). */
-#include "am/am.h"
+#include "am/state.h"
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "shm/shm.h"
@@ -586,4 +586,50 @@ _Atomic uint64_t *am_local_flag(int rank, unsigned round)
 uint32_t am_ring_slots(void)
 {
     return am.shm->ring_slots;
+}
+
+int am_is_remote(int rank)
+{
+    return am.remote && am.remote[rank];
+}
+
+int am_blocking_allowed(const char *call)
+{
+    am_thread_note(call);
+    return am.ctx == AM_CTX_NONE ? SHOAL_OK : am_rule_violation(call);
+}
+
+int am_rank(void)
+{
+    return am.rank;
+}
+
+int am_size(void)
+{
+    return am.nranks;
+}
+
+size_t am_max_medium(void)
+{
+    return am.max_medium;
+}
+
+int am_in_handler(void)
+{
+    return am.ctx != AM_CTX_NONE;
+}
+
+int am_has_transport(void)
+{
+    return am.tp != NULL;
+}
+
+struct shoal_stats *am_stats(void)
+{
+    return &am.stats;
+}
+
+void am_set_poll_counter(_Atomic uint64_t *counter)
+{
+    am.quiescent = counter;
 }

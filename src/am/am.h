@@ -1,5 +1,7 @@
-/* am layer: handler table, request/reply sends over the shm rings, polling,
- * handler-context rules, segments that long messages write into. */
+/* am layer: handler table, request/reply sends over the shm rings and the
+ * message transports, polling, handler-context rules, segments that long
+ * messages write into.  What the layers above use; am's own state is in
+ * am/state.h, which only am's sources include. */
 #ifndef SHOAL_AM_H
 #define SHOAL_AM_H
 
@@ -13,49 +15,11 @@
 
 enum am_class { AM_REQ = 0, AM_REP = 1 };
 enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
-enum am_context { AM_CTX_NONE = 0, AM_CTX_REQUEST, AM_CTX_REPLY };
 
 /* Tag (the ring's upper 44 bits): handler 10 | nargs 5 | kind 2 | len/seg 27 */
 #define AM_HANDLER_BITS 10
 #define AM_MAX_INDEX (1u << AM_HANDLER_BITS)
 #define AM_MAX_SEGMENTS 64
-
-struct am_segment {
-    int used;
-    void **bases;  /* [nranks] mapped here */
-    size_t *sizes; /* [nranks] */
-};
-
-/* A request handler, and a reply handler run while it waits to reply. */
-#define AM_MAX_NEST 2
-
-struct am_frame {
-    uint64_t serial; /* what the handler's token encodes */
-    int src;
-    int replied;
-};
-
-struct shm_state;
-
-struct am_state {
-    int rank;
-    int nranks;
-    struct shm_state *shm;
-    size_t max_medium;
-    int strict;
-    enum am_context ctx;
-    struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
-    unsigned depth;
-    uint64_t token_serial;
-    struct am_segment segs[AM_MAX_SEGMENTS];
-    struct shoal_stats stats;
-    _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
-    uint8_t *remote;             /* [nranks]: 1 = reached over the message transport tp; NULL: all over shm */
-    const struct tp_ops *tp;     /* the job's message transport (SHOAL_TRANSPORT), NULL while remote is */
-    uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
-};
-
-extern struct am_state am;
 
 /* Handler indices above the user's range, for the layers built on am: a
  * block of AM_LAYER_HANDLERS each, so no two layers can collide (the indices
@@ -72,7 +36,6 @@ int am_request_internal(int dest, unsigned handler, unsigned flags, const void *
                         unsigned nargs, const uint64_t *args);
 int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
                       const uint64_t *args);
-extern shoal_handler_t am_handlers[AM_MAX_INDEX];
 
 /* Maps the shared-memory rings (collective) and sets up the handler table. */
 int am_init(int rank, int nranks);
@@ -113,9 +76,6 @@ void am_wait_step(struct util_backoff *b);
  * peer died. */
 void am_progress_wait(struct util_backoff *b, int replies_only);
 
-/* Runs handler h for a message from src (its table entry is checked). */
-void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
-                    size_t n);
 
 /* ---- the transports (transports.c) -------------------------------------- */
 /* The implementation of transport t: NULL for shm (inline here) and for a
@@ -157,35 +117,29 @@ struct am_quiet {
     uint64_t unsettled; /* 1 while a packet this rank sent is not acknowledged */
 };
 void am_quiet_state(struct am_quiet *q);
-static inline int am_is_remote(int rank)
-{
-    return am.remote && am.remote[rank];
-}
+/* 1 when rank is reached over the message transport, 0 over shared memory. */
+int am_is_remote(int rank);
 
-/* hang_describe_fn for a send that waits for room to w->peer (value: the
- * class); am_net.c's window waits use it too. */
-struct hang_wait;
-int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
 
 /* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */
 int am_rule_violation(const char *what);
 
-/* One thread at a time, checked where am.strict (until threads may call
- * shoal at once): every poll records its thread, and a second thread
- * polling meanwhile aborts naming both threads and the public calls they
- * are in (am_thread_call: the last one each thread entered). */
-extern _Thread_local const char *am_thread_call;
-static inline void am_thread_note(const char *call)
-{
-    if (UTIL_UNLIKELY(am.strict))
-        am_thread_call = call;
-}
+/* Context check for calls that block (poll, barrier, finalize, wait):
+ * SHOAL_OK outside handlers. */
+int am_blocking_allowed(const char *call);
 
-/* Context check for calls that block (poll, barrier, finalize, wait). */
-static inline int am_blocking_allowed(const char *call)
-{
-    am_thread_note(call);
-    return am.ctx == AM_CTX_NONE ? SHOAL_OK : am_rule_violation(call);
-}
+/* What the layers above read of am. */
+int am_rank(void);
+int am_size(void);
+size_t am_max_medium(void);
+/* 1 while a handler runs on this thread (calls that may block are refused). */
+int am_in_handler(void);
+/* 1 when some peer is reached over a message transport. */
+int am_has_transport(void);
+/* The job's counters; each layer keeps its own fields of them. */
+struct shoal_stats *am_stats(void);
+/* Bumped (release) by every poll, so a waiter sees that no one-sided
+ * command runs here (rma's quiescence counter); NULL: none. */
+void am_set_poll_counter(_Atomic uint64_t *counter);
 
 #endif

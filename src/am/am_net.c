@@ -10,7 +10,7 @@
  * never interleave on one channel: a sender queues all of a message's
  * fragments before it can start another of that class (handlers, which
  * run while it waits, only send replies).  Layout: docs/WIRE.md §10. */
-#include "am/am.h"
+#include "am/state.h"
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "shm/shm.h"

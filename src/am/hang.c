@@ -2,7 +2,7 @@
  * launcher, when asked (SIGQUIT) or after SHOAL_HANG_REPORT seconds
  * without progress.  hang.h says what is recorded where. */
 #include "am/hang.h"
-#include "am/am.h"
+#include "am/state.h"
 #include "boot/boot.h"
 #include "boot/proto.h"
 

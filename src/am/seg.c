@@ -1,7 +1,7 @@
 /* Segments: memory every local peer maps, addressed as (rank, seg, offset).
  * This is the registration long messages need; the protection model
  * (permissions, keys) extends it in the memory-based communication layer. */
-#include "am/am.h"
+#include "am/state.h"
 #include "shm/shm.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The registry: which implementation serves each name of the transport list
  * (util/transports.h).  A transport plugs in here, with one line, and in
  * its own folder; nothing else in am, rma, coll or dsm names it. */
-#include "am/am.h"
+#include "am/state.h"
 #include "net/net.h"
 #ifdef SHOAL_HAVE_OFI
 #include "ofi/ofi.h"

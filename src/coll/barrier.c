@@ -83,7 +83,7 @@ static void coll_query(shoal_token_t tok, void *buf, size_t n, const uint64_t *a
 {
     (void)buf, (void)n;
     int src = shoal_token_source(tok);
-    if (nargs != 1 || src <= 0 || src >= am.nranks || !bb.asked)
+    if (nargs != 1 || src <= 0 || src >= am_size() || !bb.asked)
         return;
     coll_check(src, args[0], COLL_KIND_BARRIER);
     if (args[0] <= bb.done)
@@ -134,15 +134,15 @@ static void coll_layout(void)
 {
     if (bb.leaders)
         return;
-    bb.leaders = malloc((size_t)am.nranks * sizeof *bb.leaders);
+    bb.leaders = malloc((size_t)am_size() * sizeof *bb.leaders);
     if (!bb.leaders)
-        util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
+        util_fatal("out of memory for the barrier's table of %d ranks", am_size());
     bb.leader_index = -1;
-    for (int r = 0; r < am.nranks; r++) {
+    for (int r = 0; r < am_size(); r++) {
         int first = 1;
         for (int s = 0; s < r && first; s++)
             first = !boot_shm_peers(s, r);
-        if (first && r == am.rank)
+        if (first && r == am_rank())
             bb.leader_index = bb.nleaders;
         if (first)
             bb.leaders[bb.nleaders++] = r;
@@ -227,8 +227,8 @@ static int coll_describe_root(const struct hang_wait *w, char *buf, size_t n)
 
 static void coll_root(uint64_t epoch)
 {
-    if (!bb.asked && !(bb.asked = calloc((size_t)am.nranks, sizeof *bb.asked)))
-        util_fatal("out of memory for the barrier's table of %d ranks", am.nranks);
+    if (!bb.asked && !(bb.asked = calloc((size_t)am_size(), sizeof *bb.asked)))
+        util_fatal("out of memory for the barrier's table of %d ranks", am_size());
     struct util_backoff b;
     util_backoff_init(&b);
     hang_push("barrier", -1, epoch, NULL, coll_describe_root);
@@ -240,7 +240,7 @@ static void coll_root(uint64_t epoch)
     int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch, NULL, 0);
     if (rc)
         util_fatal("barrier: broadcast failed: %s", shoal_strerror(rc));
-    for (int r = 1; r < am.nranks; r++)
+    for (int r = 1; r < am_size(); r++)
         if (bb.asked[r] && bb.asked[r] <= epoch) {
             bb.asked[r] = 0;
             coll_send(r, COLL_H_RELEASE, epoch);
@@ -278,7 +278,7 @@ static void coll_raise(int peer, unsigned round, uint64_t epoch)
 
 static int coll_raised(unsigned round, uint64_t epoch)
 {
-    return atomic_load_explicit(am_local_flag(am.rank, round), memory_order_acquire) >= epoch ||
+    return atomic_load_explicit(am_local_flag(am_rank(), round), memory_order_acquire) >= epoch ||
            bb.net_flag[round] >= epoch;
 }
 
@@ -306,7 +306,7 @@ static void coll_disseminate(const int *members, int n, int me, unsigned round0,
 static void coll_cross_hosts(uint64_t epoch)
 {
     if (coll_use_broadcast()) {
-        if (am.rank == 0)
+        if (am_rank() == 0)
             coll_root(epoch);
         else
             coll_leaf(epoch);
@@ -323,7 +323,7 @@ int coll_flag_writer(unsigned round)
 {
     if (!bb.leaders)
         return -1;
-    int n, me = am_local_index(am.rank);
+    int n, me = am_local_index(am_rank());
     const int *local = am_local_ranks(&n);
     if (round < bb.host_rounds)
         return local[((me - (1 << round)) % n + n) % n];
@@ -353,7 +353,7 @@ int shoal_barrier(void)
 
 static int coll_barrier(void)
 {
-    if (am.rank < 0)
+    if (am_rank() < 0)
         return SHOAL_ENOTINIT;
     int rc = am_blocking_allowed("shoal_barrier");
     if (rc)
@@ -362,7 +362,7 @@ static int coll_barrier(void)
     uint64_t epoch = coll_begin(COLL_KIND_BARRIER);
     int nlocal;
     const int *local = am_local_ranks(&nlocal);
-    coll_disseminate(local, nlocal, am_local_index(am.rank), 0, epoch);
+    coll_disseminate(local, nlocal, am_local_index(am_rank()), 0, epoch);
     if (bb.nleaders > 1) {
         coll_listen(1);
         if (bb.leader_index >= 0)
@@ -372,6 +372,6 @@ static int coll_barrier(void)
         coll_listen(0);
     }
     coll_end();
-    am.stats.barriers++;
+    am_stats()->barriers++;
     return SHOAL_OK;
 }

@@ -72,7 +72,7 @@ static struct {
 static void bc_fail(const char *what, int src, uint64_t theirs, uint64_t mine)
 {
     util_fatal("shoal_broadcast #%llu: rank %d called it with %s %llu, but rank %d sent %llu",
-               (unsigned long long)bc.epoch, am.rank, what, (unsigned long long)mine, src,
+               (unsigned long long)bc.epoch, am_rank(), what, (unsigned long long)mine, src,
                (unsigned long long)theirs);
 }
 
@@ -104,7 +104,7 @@ static void bc_take(int src, const uint64_t *args, const void *data, size_t len)
     if ((flags & BC_VIA_BROADCAST) && !bc.taker)
         return; /* this host's source forwards it here */
     if (off > bc.n || len > bc.n - off) {
-        am.stats.dropped++;
+        am_stats()->dropped++;
         return;
     }
     bc.arrived = 1;
@@ -127,7 +127,7 @@ static void bc_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
     if (nargs != BC_NARGS)
         return;
     int nlocal;
-    if ((args[3] >> 32 & BC_VIA_BROADCAST) && am_local_ranks(&nlocal)[0] != am.rank)
+    if ((args[3] >> 32 & BC_VIA_BROADCAST) && am_local_ranks(&nlocal)[0] != am_rank())
         return; /* only a host's leader takes broadcast packets; its tree brings them here */
     coll_check(shoal_token_source(tok), args[0], COLL_KIND_BCAST);
     coll_stash_route(&bc.early, bc.epoch, bc.active, shoal_token_source(tok), args, nargs, buf, n, bc_take);
@@ -155,11 +155,11 @@ static void bc_ack(shoal_token_t tok, void *buf, size_t n, const uint64_t *args,
         return;
     size_t len = !have ? 0 : bc.kept.n - off < bc.kept.chunk ? bc.kept.n - off : bc.kept.chunk;
     uint64_t a[BC_NARGS] = {args[0], off, have ? bc.kept.n : 0,
-                            (uint64_t)am.rank | (uint64_t)(have ? BC_RESENT : BC_NOT_YET) << 32,
+                            (uint64_t)am_rank() | (uint64_t)(have ? BC_RESENT : BC_NOT_YET) << 32,
                             have ? bc.kept.chunk : 0};
     if (am_reply_internal(tok, COLL_H_BCAST, have ? bc.kept.data + off : NULL, len, BC_NARGS, a) == SHOAL_OK &&
         have)
-        am.stats.bcast_resent++;
+        am_stats()->bcast_resent++;
 }
 
 void coll_bcast_init(void)
@@ -272,7 +272,7 @@ static void bc_send_packets(const struct bc_plan *p)
     bc.kept.sources = p->tree.nsources - 1;
     for (size_t off = 0; off < bc.n; off += bc.chunk)
         bc_send(-1, off, bc.n - off < bc.chunk ? bc.n - off : bc.chunk, BC_VIA_BROADCAST, bc.chunk);
-    am.stats.bcast_packets += (bc.n + bc.chunk - 1) / bc.chunk;
+    am_stats()->bcast_packets += (bc.n + bc.chunk - 1) / bc.chunk;
 }
 
 /* A source that takes broadcast packets: acknowledges once complete, and
@@ -298,10 +298,10 @@ static void bc_run(struct bc_plan *p)
 {
     if (p->native) {
         bc.chunk = p->chunk;
-        bc.taker = p->tree.source && am.rank != bc.root;
+        bc.taker = p->tree.source && am_rank() != bc.root;
         bc.ask_at = util_now_ns() + BC_NACK_NS;
     }
-    if (am.rank == bc.root) {
+    if (am_rank() == bc.root) {
         bc.have = bc.n;
         bc.arrived = 1;
         if (p->native)
@@ -332,9 +332,9 @@ static int bc_describe(const struct hang_wait *w, char *buf, size_t n)
 
 int shoal_broadcast(void *buf, size_t n, int root)
 {
-    if (am.rank < 0)
+    if (am_rank() < 0)
         return SHOAL_ENOTINIT;
-    if (root < 0 || root >= am.nranks)
+    if (root < 0 || root >= am_size())
         return SHOAL_ERANK;
     if (!buf && n)
         return SHOAL_EINVAL;
@@ -364,6 +364,6 @@ int shoal_broadcast(void *buf, size_t n, int root)
         coll_listen(0);
     bc.active = 0;
     coll_end();
-    am.stats.broadcasts++;
+    am_stats()->broadcasts++;
     return SHOAL_OK;
 }

@@ -43,7 +43,7 @@ static void rd_take(int src, const uint64_t *args, const void *data, size_t len)
 {
     if (args[2] != rd.bytes || args[3] != rd.what)
         util_fatal("shoal_reduce #%llu: rank %d called it with %llu bytes, type %u, op %u, root %u, but rank %d "
-                   "sent %llu bytes, type %u, op %u, root %u", (unsigned long long)rd.epoch, am.rank,
+                   "sent %llu bytes, type %u, op %u, root %u", (unsigned long long)rd.epoch, am_rank(),
                    (unsigned long long)rd.bytes, (unsigned)(rd.what & 0xff), (unsigned)(rd.what >> 8 & 0xff),
                    (unsigned)(rd.what >> 32), src, (unsigned long long)args[2], (unsigned)(args[3] & 0xff),
                    (unsigned)(args[3] >> 8 & 0xff), (unsigned)(args[3] >> 32));
@@ -59,7 +59,7 @@ static void rd_take(int src, const uint64_t *args, const void *data, size_t len)
         c->arrived = 1;
         return;
     }
-    am.stats.dropped++; /* not from a child, or out of its order */
+    am_stats()->dropped++; /* not from a child, or out of its order */
 }
 
 static void rd_piece(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
@@ -108,9 +108,9 @@ static void rd_combine(void *acc, const void *in, size_t count, enum shoal_atype
 
 static int rd_check(size_t count, enum shoal_atype type, enum shoal_rop op, int root, const char *call)
 {
-    if (am.rank < 0)
+    if (am_rank() < 0)
         return SHOAL_ENOTINIT;
-    if (root < 0 || root >= am.nranks)
+    if (root < 0 || root >= am_size())
         return SHOAL_ERANK;
     if ((unsigned)type > SHOAL_DOUBLE || (unsigned)op > SHOAL_ROP_XOR || count > SIZE_MAX / 8 / 2 ||
         (type == SHOAL_DOUBLE && op > SHOAL_ROP_MAX))
@@ -183,10 +183,10 @@ static int rd_reduce(const void *in, void *out, size_t count, enum shoal_atype t
     if (count)
         memcpy(acc, in, count * 8);
     int rc = rd_run(acc, count, type, op, root);
-    if (rc == SHOAL_OK && am.rank == root && count)
+    if (rc == SHOAL_OK && am_rank() == root && count)
         memcpy(out, acc, count * 8);
     if (rc == SHOAL_OK)
-        am.stats.reductions++;
+        am_stats()->reductions++;
     free(acc);
     return rc;
 }
@@ -196,7 +196,7 @@ int shoal_reduce(const void *in, void *out, size_t count, enum shoal_atype type,
     int rc = rd_check(count, type, op, root, "shoal_reduce");
     if (rc)
         return rc;
-    if (count && (!in || (am.rank == root && !out)))
+    if (count && (!in || (am_rank() == root && !out)))
         return SHOAL_EINVAL;
     return rd_reduce(in, out, count, type, op, root);
 }

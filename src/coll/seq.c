@@ -48,7 +48,7 @@ static _Noreturn void coll_mismatch_here(int src, uint64_t seq, enum coll_kind t
                  coll_call_name((enum coll_kind)cs.kind[seq % SEQ_HISTORY]), (unsigned long long)seq);
     util_fatal("collectives called out of step: rank %d called %s as the job's collective #%llu, while this "
                "rank (%d) %s; every rank must call the same collectives in the same order",
-               src, coll_call_name(theirs), (unsigned long long)seq, am.rank, mine);
+               src, coll_call_name(theirs), (unsigned long long)seq, am_rank(), mine);
 }
 
 uint64_t coll_begin(enum coll_kind k)
@@ -94,7 +94,7 @@ void coll_watch(void)
         int src = coll_flag_writer(round);
         if (src < 0)
             continue;
-        uint64_t s = atomic_load_explicit(am_local_flag(am.rank, round), memory_order_acquire);
+        uint64_t s = atomic_load_explicit(am_local_flag(am_rank(), round), memory_order_acquire);
         if (cs.finalizing ? s > cs.seq : cs.active && s == cs.seq)
             coll_mismatch_here(src, s, COLL_KIND_BARRIER);
     }

@@ -51,7 +51,7 @@ static int *members; /* scratch of nranks: a tree's members in order */
 
 int coll_tree(struct coll_tree *t, int root, int cross_hosts)
 {
-    if (!members && !(members = malloc((size_t)am.nranks * sizeof *members)))
+    if (!members && !(members = malloc((size_t)am_size() * sizeof *members)))
         return SHOAL_ENOMEM;
     int nleaders;
     const int *leaders = coll_leaders(&nleaders);
@@ -62,7 +62,7 @@ int coll_tree(struct coll_tree *t, int root, int cross_hosts)
     memset(t, 0, sizeof *t);
     t->parent = -1;
     t->nsources = tree_members(members, root, leaders, nleaders, root_leader);
-    int si = tree_index(members, t->nsources, am.rank);
+    int si = tree_index(members, t->nsources, am_rank());
     t->source = si >= 0;
     if (si >= 0 && cross_hosts)
         tree_place(t, members, t->nsources, si);
@@ -70,7 +70,7 @@ int coll_tree(struct coll_tree *t, int root, int cross_hosts)
     const int *local = am_local_ranks(&nlocal);
     int src = !am_is_remote(root) ? root : local[0];
     int m = tree_members(members, src, local, nlocal, src);
-    tree_place(t, members, m, tree_index(members, m, am.rank));
+    tree_place(t, members, m, tree_index(members, m, am_rank()));
     return SHOAL_OK;
 }
 
@@ -82,7 +82,7 @@ void coll_tree_fini(void)
 
 size_t coll_piece(int rank, unsigned nargs)
 {
-    return am_is_remote(rank) ? am_net_medium_in_one(nargs) : am.max_medium;
+    return am_is_remote(rank) ? am_net_medium_in_one(nargs) : am_max_medium();
 }
 
 /* ---- messages of a collective this rank has not reached ---------------- */

@@ -78,7 +78,7 @@ int shoal_init(int *argc, char ***argv)
     boot_set_progress(core_progress);
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
-        (unsigned long long)boot.job_id, boot.rank, boot.size, am_ring_slots(), am.max_medium);
+        (unsigned long long)boot.job_id, boot.rank, boot.size, am_ring_slots(), am_max_medium());
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
@@ -304,18 +304,16 @@ int shoal_stats_get(struct shoal_stats *out)
         return SHOAL_ENOTINIT;
     if (!out)
         return SHOAL_EINVAL;
-    *out = am.stats;
-    if (am.tp) {
-        struct tp_stats ns;
-        am_transport_stats(&ns);
-        out->net_packets_sent = ns.packets_sent;
-        out->net_packets_received = ns.packets_received;
-        out->net_retransmits = ns.retransmits;
-        out->net_dropped = ns.dropped;
-        out->net_dropped_foreign = ns.dropped_foreign;
-        out->net_dropped_malformed = ns.dropped_malformed;
-        out->net_send_batches = ns.send_batches;
-    }
+    *out = *am_stats();
+    struct tp_stats ns; /* zeros when the job has no message transport */
+    am_transport_stats(&ns);
+    out->net_packets_sent = ns.packets_sent;
+    out->net_packets_received = ns.packets_received;
+    out->net_retransmits = ns.retransmits;
+    out->net_dropped = ns.dropped;
+    out->net_dropped_foreign = ns.dropped_foreign;
+    out->net_dropped_malformed = ns.dropped_malformed;
+    out->net_send_batches = ns.send_batches;
     out->rma_refused = atomic_load_explicit(&rma.hdr[boot.rank]->refused, memory_order_relaxed);
     return SHOAL_OK;
 }

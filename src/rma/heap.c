@@ -278,7 +278,7 @@ int shoal_mem_destroy(shoal_mem_t mem)
     int rc = own_status(mem, &e);
     if (rc)
         return rc;
-    if (am.ctx != AM_CTX_NONE)
+    if (am_in_handler())
         return am_rule_violation("shoal_mem_destroy");
     atomic_store_explicit(&e->state, rma.gen[mem] << 1, memory_order_seq_cst);
     if (e->perms & RMA_MAPPED)

@@ -81,7 +81,7 @@ static int finish(const struct rma_done *d, int status)
     if (!d->h && !c && (d->flags & OPT_MASK) && !reported(d->flags & OPT_MASK, status))
         status = SHOAL_OK; /* not reported: as if the target had not replied */
     if (status)
-        am.stats.rma_failures++;
+        am_stats()->rma_failures++;
     if (c) {
         ops.completed[c]++;
         note_failure(&ops.color_err[c], status);
@@ -137,7 +137,7 @@ int shoal_test(shoal_handle_t *h)
 {
     if (!h)
         return SHOAL_EINVAL;
-    if (h->status == SHOAL_PENDING && am.ctx == AM_CTX_NONE && rma.rank >= 0)
+    if (h->status == SHOAL_PENDING && !am_in_handler() && rma.rank >= 0)
         am_poll(0);
     return h->status == SHOAL_PENDING ? SHOAL_EAGAIN : h->status;
 }
@@ -243,7 +243,7 @@ static size_t payload_of(const struct rma_cmd *c)
 
 static int remote_issue(int target, const struct rma_cmd *c, const struct rma_result *res, struct rma_done *d)
 {
-    if (am.ctx != AM_CTX_NONE)
+    if (am_in_handler())
         return am_rule_violation("a one-sided command to memory the target must serve");
     int ff = !d->h && !color_of(d->flags) && (d->flags & OPT_MASK);
     struct rma_op *o = NULL;
@@ -298,7 +298,7 @@ static int wants_reply(unsigned opt, uint64_t cookie, int rc)
  * A command someone waits for is told, so nothing hangs on it. */
 static void drop_request(shoal_token_t tok, uint64_t cookie)
 {
-    am.stats.dropped++;
+    am_stats()->dropped++;
     int src = shoal_token_source(tok);
     uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)SHOAL_EINVAL, [RP_COOKIE] = cookie,
                            [RP_CHUNKS] = 1 + (src >= 0 ? ops.unanswered[src] : 0)};
@@ -352,7 +352,7 @@ static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64
             return; /* fire and forget: its refusal was reported once already */
     } else if (c.kind != RMA_FENCE) {
         rc = rma_execute(rma.rank, &c, &res);
-        am.stats.rma_executed++;
+        am_stats()->rma_executed++;
     }
     if (splits(c.kind))
         ops.split_refused[src] = rma_is_refusal(rc) ? rc : 0;
@@ -383,13 +383,13 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
 {
     (void)tok;
     if (nargs != RP_ARGS) {
-        am.stats.dropped++;
+        am_stats()->dropped++;
         return;
     }
     int status = (int)(int64_t)a[RP_STATUS];
     uint64_t cookie = a[RP_COOKIE];
     if (cookie == 0) { /* a fire-and-forget command failed */
-        am.stats.rma_failures++;
+        am_stats()->rma_failures++;
         note_failure(&ops.deferred_err, status);
         return;
     }
@@ -397,7 +397,7 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
     uint64_t chunks = a[RP_CHUNKS];
     if (o->serial != cookie >> 10 || chunks == 0 || chunks > o->pending ||
         (nbytes && a[RP_OUT] + nbytes > o->out_bytes)) {
-        am.stats.dropped++; /* names no command in flight, or its results overflow */
+        am_stats()->dropped++; /* names no command in flight, or its results overflow */
         return;
     }
     if (nbytes && o->out)
@@ -431,7 +431,7 @@ static int rma_issue(int target, struct rma_cmd *c, struct rma_result *res, unsi
         int rc = rma_execute(target, c, res);
         rma_quiescent_tick();
         if (rc != RMA_NOT_HERE) {
-            am.stats.rma_direct++;
+            am_stats()->rma_direct++;
             if (color_of(flags))
                 ops.issued[color_of(flags)]++;
             return finish(&d, rc);
@@ -445,7 +445,7 @@ static int rma_issue(int target, struct rma_cmd *c, struct rma_result *res, unsi
         d.h = &local;
     }
     int rc = remote_issue(target, c, res, &d);
-    am.stats.rma_remote += rc == SHOAL_OK;
+    am_stats()->rma_remote += rc == SHOAL_OK;
     if (rc) {
         if (h)
             h->status = rc;
@@ -528,7 +528,7 @@ static inline __attribute__((always_inline)) void fast_done(unsigned flags)
         ops.completed[c]++;
     }
     rma_quiescent_tick();
-    am.stats.rma_direct++;
+    am_stats()->rma_direct++;
 }
 
 static inline __attribute__((always_inline)) void fast_copy(void *dst, const void *src, size_t n, unsigned flags)
@@ -698,8 +698,8 @@ void rma_ops_init(void)
     for (uint32_t i = 0; i < RMA_MAX_OPS; i++)
         ops.free_ops[i] = RMA_MAX_OPS - 1 - i;
     ops.nfree = RMA_MAX_OPS;
-    ops.chunk = am.max_medium >= 64 ? am.max_medium / 64 * 64 : am.max_medium / 8 * 8;
-    if (am.remote) {
+    ops.chunk = am_max_medium() >= 64 ? am_max_medium() / 64 * 64 : am_max_medium() / 8 * 8;
+    if (am_has_transport()) {
         size_t rq = am_net_medium_in_one(RQ_ARGS), rp = am_net_medium_in_one(RP_ARGS);
         ops.net_chunk = (rq < rp ? rq : rp) / 64 * 64;
     }
@@ -711,12 +711,12 @@ void rma_ops_init(void)
         util_fatal("out of memory for the one-sided command tables");
     am_register_internal(RMA_H_REQ, on_request);
     am_register_internal(RMA_H_REP, on_reply);
-    am.quiescent = &rma.hdr[rma.rank]->quiescent;
+    am_set_poll_counter(&rma.hdr[rma.rank]->quiescent);
 }
 
 void rma_ops_fini(void)
 {
-    am.quiescent = NULL;
+    am_set_poll_counter(NULL);
     free(ops.scratch);
     free(ops.unfenced);
     free(ops.split_refused);

@@ -1,0 +1,70 @@
+/* am's own state and the inline checks of its fast paths: only am's
+ * sources include this (the layers above use am.h's functions). */
+#ifndef SHOAL_AM_STATE_H
+#define SHOAL_AM_STATE_H
+
+#include "am/am.h"
+
+enum am_context { AM_CTX_NONE = 0, AM_CTX_REQUEST, AM_CTX_REPLY };
+
+
+struct am_segment {
+    int used;
+    void **bases;  /* [nranks] mapped here */
+    size_t *sizes; /* [nranks] */
+};
+
+/* A request handler, and a reply handler run while it waits to reply. */
+#define AM_MAX_NEST 2
+
+struct am_frame {
+    uint64_t serial; /* what the handler's token encodes */
+    int src;
+    int replied;
+};
+
+struct shm_state;
+
+struct am_state {
+    int rank;
+    int nranks;
+    struct shm_state *shm;
+    size_t max_medium;
+    int strict;
+    enum am_context ctx;
+    struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
+    unsigned depth;
+    uint64_t token_serial;
+    struct am_segment segs[AM_MAX_SEGMENTS];
+    struct shoal_stats stats;
+    _Atomic uint64_t *quiescent; /* bumped by every poll: no one-sided command is running here */
+    uint8_t *remote;             /* [nranks]: 1 = reached over the message transport tp; NULL: all over shm */
+    const struct tp_ops *tp;     /* the job's message transport (SHOAL_TRANSPORT), NULL while remote is */
+    uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
+};
+
+extern struct am_state am;
+
+extern shoal_handler_t am_handlers[AM_MAX_INDEX];
+
+/* One thread at a time, checked where am.strict (until threads may call
+ * shoal at once): every poll records its thread, and a second thread
+ * polling meanwhile aborts naming both threads and the public calls they
+ * are in (am_thread_call: the last one each thread entered). */
+extern _Thread_local const char *am_thread_call;
+static inline void am_thread_note(const char *call)
+{
+    if (UTIL_UNLIKELY(am.strict))
+        am_thread_call = call;
+}
+
+/* Runs handler h for a message from src (its table entry is checked). */
+void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
+                    size_t n);
+
+/* hang_describe_fn for a send that waits for room to w->peer (value: the
+ * class); am_net.c's window waits use it too. */
+struct hang_wait;
+int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
+
+#endif
