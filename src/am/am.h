@@ -94,7 +94,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                 const uint64_t *args);
 /* Sends what requests with SHOAL_MORE left queued in the message transport
  * (nothing queues over shared memory). */
-void am_net_flush(void);
+void am_flush(void);
 /* 1 when am_bcast_internal is one transmission that every other host
  * receives (the transport's native broadcast). */
 int am_bcast_native(void);

@@ -137,7 +137,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     return SHOAL_OK;
 }
 
-void am_net_flush(void)
+void am_flush(void)
 {
     if (am.tp)
         am.tp->flush();

@@ -241,7 +241,7 @@ static int bc_forward(struct bc_plan *p)
         done &= c->started && c->sent == bc.n;
     }
     if (sent)
-        am_net_flush();
+        am_flush();
     return done;
 }
 

@@ -108,7 +108,7 @@ static void tree_forward(uint32_t root, uint64_t seq, const void *buf, size_t le
     for (uint32_t m = lowest >> 1; m; m >>= 1)
         if (rel + m < n)
             coll_send((root + rel + m) % n, COLL_BCAST, root, seq, buf, len, SHOAL_MORE);
-    am_net_flush();
+    am_flush();
 }
 
 void rgn_bcast_send(int nbytes, void *buf)
