@@ -593,6 +593,11 @@ int am_is_remote(int rank)
     return am.remote && am.remote[rank];
 }
 
+size_t am_medium_in_one(int rank, unsigned nargs)
+{
+    return am_is_remote(rank) ? am_net_medium_in_one(nargs) : am.max_medium;
+}
+
 int am_blocking_allowed(const char *call)
 {
     am_thread_note(call);

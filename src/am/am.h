@@ -117,8 +117,13 @@ struct am_quiet {
     uint64_t unsettled; /* 1 while a packet this rank sent is not acknowledged */
 };
 void am_quiet_state(struct am_quiet *q);
-/* 1 when rank is reached over the message transport, 0 over shared memory. */
+/* 1 when rank is reached over the message transport, 0 over shared memory
+ * (its memory is mapped here). */
 int am_is_remote(int rank);
+/* The largest medium payload with nargs arguments that reaches rank in one
+ * piece, handed to the handler where it landed (per peer: the ring's limit
+ * or the transport's packet). */
+size_t am_medium_in_one(int rank, unsigned nargs);
 
 
 /* Handler-rule violation: SHOAL_EHANDLER, or abort when strict. */

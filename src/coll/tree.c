@@ -82,7 +82,7 @@ void coll_tree_fini(void)
 
 size_t coll_piece(int rank, unsigned nargs)
 {
-    return am_is_remote(rank) ? am_net_medium_in_one(nargs) : am_max_medium();
+    return am_medium_in_one(rank, nargs);
 }
 
 /* ---- messages of a collective this rank has not reached ---------------- */
