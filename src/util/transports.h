@@ -1,6 +1,7 @@
 /* The transports shoal knows, in the one list that config validation,
- * shoalrun --transport, shoal-info, am's registry (am/transports.c) and the
- * tests (tests/CMakeLists.txt reads the names from this file) iterate.
+ * shoalrun --transport, shoal-info and am's registry (am/transports.c)
+ * iterate; tests/CMakeLists.txt reads it and refuses a name it has no tests
+ * for.
  * X(name, what it is): a name is what SHOAL_TRANSPORT takes. */
 #ifndef SHOAL_UTIL_TRANSPORTS_H
 #define SHOAL_UTIL_TRANSPORTS_H
