@@ -74,7 +74,8 @@ separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 # needs the matching sanitizer runtime.
 step("compile with pkg-config flags" ${C_COMPILER} -std=c11 -Wall -Wextra -Werror
      ${CONSUMER_DIR}/consumer.c ${pc_flags} -o ${WORK_DIR}/consumer_pc)
-set(ENV{LD_LIBRARY_PATH} ${prefix}/${LIBDIR})
+# No LD_LIBRARY_PATH: outside the loader's directories shoal.pc gives the run path.
+unset(ENV{LD_LIBRARY_PATH})
 step("run consumer_pc" ${WORK_DIR}/consumer_pc)
 if(NOT step_output MATCHES "rank 0 of 1 got its pong")
   message(FATAL_ERROR "consumer_pc printed something unexpected:\n${step_output}")
