@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static struct boot_info boot;
 static int initialized;
@@ -41,6 +42,29 @@ static int core_describe_finalize(const struct hang_wait *w, char *buf, size_t n
              "reach shoal_finalize and for every message sent to run (here: %llu sent, %llu run%s)",
              (unsigned long long)q.sent, (unsigned long long)q.run, q.unsettled ? ", packets unacknowledged" : "");
     return -1;
+}
+
+/* A rank that returns from main (or calls exit(0)) without shoal_finalize
+ * may leave messages it sent unrun and peers waiting for it: a failure, as
+ * in MPI, under every launcher.  on_exit sees the status; a non-zero one is
+ * already a failure the launcher reports.  A forked child's exit is not the
+ * rank's. */
+static pid_t init_pid;
+
+static void core_exit_check(int status, void *arg)
+{
+    (void)arg;
+    if (initialized && status == 0 && getpid() == init_pid)
+        util_fatal("the program exited with status 0 without calling shoal_finalize: messages it sent "
+                   "may not have run, and other ranks may be waiting for it");
+}
+
+static void core_watch_exit(void)
+{
+    static int watching;
+    init_pid = getpid();
+    if (!watching && on_exit(core_exit_check, NULL) == 0)
+        watching = 1;
 }
 
 int shoal_init(int *argc, char ***argv)
@@ -76,6 +100,7 @@ int shoal_init(int *argc, char ***argv)
         return rc;
     }
     boot_set_progress(core_progress);
+    core_watch_exit();
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
         (unsigned long long)boot.job_id, boot.rank, boot.size, am_ring_slots(), am_max_medium());
