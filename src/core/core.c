@@ -51,6 +51,15 @@ static int core_describe_finalize(const struct hang_wait *w, char *buf, size_t n
  * rank's. */
 static pid_t init_pid;
 
+static void core_warn_unknown(const char *var, const char *nearest, void *arg)
+{
+    (void)arg;
+    if (nearest)
+        LOG(LOG_WARN, "%s is not a shoal setting (did you mean %s?); shoal-info lists them", var, nearest);
+    else
+        LOG(LOG_WARN, "%s is not a shoal setting; shoal-info lists them", var);
+}
+
 static void core_exit_check(int status, void *arg)
 {
     (void)arg;
@@ -82,6 +91,8 @@ int shoal_init(int *argc, char ***argv)
     if (rc)
         return rc;
     util_log_set_identity(boot.rank);
+    if (boot.rank == 0) /* once per job: every rank has the same environment */
+        util_config_unknown(core_warn_unknown, NULL);
     util_fatal_hook = core_fatal_hook;
     rc = am_init(boot.rank, boot.size);
     coll_init();

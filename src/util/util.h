@@ -53,6 +53,14 @@ struct util_cfg_entry {
 /* Reads and validates every variable once; returns SHOAL_ECONFIG with a log
  * line naming the bad one. */
 int util_config_load(void);
+/* Validates every variable without logging: SHOAL_ECONFIG and, in err,
+ * "invalid NAME=\"value\": ...; accepted: <the setting's description>"
+ * (the launcher checks before it starts any rank). */
+int util_config_check(char *err, size_t n);
+/* Calls report for every SHOAL_* variable of the environment that is not a
+ * setting, with the nearest setting's name (NULL if none is close);
+ * returns how many. */
+int util_config_unknown(void (*report)(const char *var, const char *nearest, void *arg), void *arg);
 /* The value as text (default if unset); never NULL. */
 const char *util_config_str(enum util_cfg_id id);
 /* Integer value, accepting K/M/G suffixes; *set tells whether the user set it. */

@@ -281,6 +281,17 @@ static void parse_transport(const char *s)
     setenv(util_config_table(&(size_t){0})[CFG_TRANSPORT].name, s, 1);
 }
 
+/* A bad SHOAL_* value (after -x) is reported once, here, rather than by
+ * every rank: the ranks would all refuse it. */
+static void check_settings(void)
+{
+    char err[512];
+    if (util_config_check(err, sizeof err)) {
+        fprintf(stderr, "shoalrun: %s\n", err);
+        exit(2);
+    }
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT, OPT_HOSTS,
@@ -2222,8 +2233,10 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], AGENT_FLAG))
         L.role = ROLE_AGENT;
-    else
+    else {
         parse_args(argc, argv);
+        check_settings();
+    }
     static struct host *hosts; /* the agents name their host from it until exit */
     int nhosts = 0;
     if (L.role == ROLE_HEAD) {
