@@ -91,6 +91,7 @@ int shoal_init(int *argc, char ***argv)
     if (rc)
         return rc;
     util_log_set_identity(boot.rank);
+    util_crash_init(boot.rank, (int)util_config_int(CFG_BACKTRACE));
     if (boot.rank == 0) /* once per job: every rank has the same environment */
         util_config_unknown(core_warn_unknown, NULL);
     util_fatal_hook = core_fatal_hook;

@@ -56,6 +56,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                        "1: every rank prints its CRL call, message and time counters at crl_exit"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
+    [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
+                       "1: a rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints the signal, the faulting address and a backtrace (symbolized by addr2line where binutils is installed) before it dies of the signal; 0: no report. Either way a crash ends the rank by its signal, also where a library (libfabric's psm) installed a handler that would make it an ordinary exit; signals the program handles itself are never touched"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -123,7 +125,7 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
-    case CFG_CRL_STATS:
+    case CFG_CRL_STATS: case CFG_BACKTRACE:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;

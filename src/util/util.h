@@ -36,6 +36,7 @@ enum util_cfg_id {
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
+    CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */
@@ -108,6 +109,13 @@ void util_log(enum util_log_level lvl, const char *fmt, ...) __attribute__((form
  * and exits the process with status 1 (the launcher ends the others). */
 _Noreturn void util_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap);
+/* With report, makes a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT)
+ * print the signal, the faulting address and a symbolized backtrace,
+ * naming rank, before the process dies of the signal; without, only makes
+ * sure it dies of it (crash.c).  Signals the program handles itself are
+ * left alone; nothing changes in sanitizer builds.  Calling it again
+ * updates the rank. */
+void util_crash_init(int rank, int report);
 /* Called by util_fatal before exiting (set by core to notify the launcher). */
 extern void (*util_fatal_hook)(int exitcode, const char *msg);
 /* util_fatal for "peer `rank` failed" (-1: the launcher ended the job):
