@@ -54,6 +54,9 @@
  * SIGKILL, or for its remote shell to exit once the channel closed, before
  * it kills the remote shell: an agent that hangs cannot hang the head. */
 #define AGENT_GRACE_MS 1000
+/* How long a host's agent may stay silent after its remote shell started
+ * (ssh's own connection attempts, a slow login) before the job fails. */
+#define CONNECT_TIMEOUT_S 60
 /* An agent that gets no job description this long after it started gives up. */
 #define JOB_WAIT_MS 60000
 /* How long the launcher waits for the ranks' hang reports once it asked
@@ -143,12 +146,13 @@ struct agent {            /* the head's view of one host */
     int reaped, status;   /* the remote shell's end */
     int ended;
     uint64_t close_at;    /* channel closed, shell still running: kill it then */
+    uint64_t answer_by;   /* the agent has said nothing yet: the job fails then (0: it has) */
 };
 
 static struct {
     enum role role;
     int np, tag, bind;
-    double timeout;
+    double timeout, connect_timeout;
     char **argv;
     const char *hostlist, *hostfile, *rsh;
     char **xvars;             /* names given with -x, passed to remote hosts */
@@ -213,6 +217,8 @@ static void usage(FILE *f)
         "      --hostfile F  the hosts, one a line: \"name\", \"name:K\" or \"name slots=K\"\n"
         "      --rsh CMD     remote-shell template, {host} replaced by the host\n"
         "                    (default \"%s\"; e.g. \"ip netns exec {host}\")\n"
+        "      --connect-timeout S  end the job when a host's agent has not answered\n"
+        "                    S seconds after its remote shell started (default %g)\n"
         "      --tag-output  prefix every output line with [rank]\n"
         "      --timeout S   after S seconds print what each rank waits for, then end\n"
         "                    the job (exit status 124); SIGQUIT prints it at any time\n"
@@ -224,7 +230,7 @@ static void usage(FILE *f)
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
         "status (128+N if killed by signal N), 124 on timeout, 128+N if shoalrun\n"
         "got signal N, 2 for bad usage, 127 if program cannot be run.\n",
-        BOOT_MAX_RANKS, DEFAULT_RSH);
+        BOOT_MAX_RANKS, DEFAULT_RSH, (double)CONNECT_TIMEOUT_S);
 }
 
 static _Noreturn __attribute__((format(printf, 1, 2))) void bad_usage(const char *fmt, ...)
@@ -249,13 +255,13 @@ static int parse_np(const char *s)
     return (int)v;
 }
 
-static double parse_timeout(const char *s)
+static double parse_seconds(const char *opt, const char *s)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 1e8)
-        bad_usage("--timeout needs a positive number of seconds, not \"%s\"", s);
+        bad_usage("%s needs a positive number of seconds, not \"%s\"", opt, s);
     return v;
 }
 
@@ -295,7 +301,7 @@ static void check_settings(void)
 static void parse_args(int argc, char **argv)
 {
     enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT, OPT_HOSTS,
-           OPT_HOSTFILE, OPT_RSH };
+           OPT_HOSTFILE, OPT_RSH, OPT_CONNECT_TIMEOUT };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"tag-output", no_argument, NULL, OPT_TAG},
@@ -305,19 +311,22 @@ static void parse_args(int argc, char **argv)
         {"hosts", required_argument, NULL, OPT_HOSTS},
         {"hostfile", required_argument, NULL, OPT_HOSTFILE},
         {"rsh", required_argument, NULL, OPT_RSH},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c;
     opterr = 0;
+    L.connect_timeout = CONNECT_TIMEOUT_S;
     /* '+': options end at the program name, which keeps its own options. */
     while ((c = getopt_long(argc, argv, "+:n:x:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'n': L.np = parse_np(optarg); break;
         case 'x': parse_env(optarg); break;
         case OPT_TAG: L.tag = 1; break;
-        case OPT_TIMEOUT: L.timeout = parse_timeout(optarg); break;
+        case OPT_TIMEOUT: L.timeout = parse_seconds("--timeout", optarg); break;
+        case OPT_CONNECT_TIMEOUT: L.connect_timeout = parse_seconds("--connect-timeout", optarg); break;
         case OPT_BIND: L.bind = 1; break;
         case OPT_TRANSPORT: parse_transport(optarg); break;
         case OPT_HOSTS: L.hostlist = optarg; break;
@@ -1507,6 +1516,7 @@ static int on_event(struct agent *a, struct chan_reader *m)
 static int on_agent_msg(void *ctx, uint16_t type, struct chan_reader *m)
 {
     struct agent *a = ctx;
+    a->answer_by = 0;
     if (type == CHAN_EVENT)
         return on_event(a, m);
     if (type == CHAN_REPORT) {
@@ -1676,6 +1686,19 @@ static void on_signals(void)
     reap();
 }
 
+/* The remote shell of a runs but its agent never spoke: a host that took
+ * the connection and never ran the command, or a shell that waits for a
+ * password.  Without this the job would wait for ever. */
+static void agent_silent(struct agent *a)
+{
+    a->answer_by = 0;
+    fail_job(-1, 0, 1, 0,
+             "host %s: no answer from shoalrun's agent there %g s after its remote shell started (%s): "
+             "it took the connection but never ran the command, or asks for a password (--connect-timeout)",
+             a->name, L.connect_timeout, L.rsh ? L.rsh : DEFAULT_RSH);
+    kill(a->pid, SIGKILL);
+}
+
 static void run_timers(uint64_t now)
 {
     if (L.timeout_at && now >= L.timeout_at) {
@@ -1699,6 +1722,9 @@ static void run_timers(uint64_t now)
                 kill(L.ag[i].pid, SIGKILL);
     }
     for (int i = 0; i < L.nag; i++)
+        if (L.ag[i].answer_by && now >= L.ag[i].answer_by)
+            agent_silent(&L.ag[i]);
+    for (int i = 0; i < L.nag; i++)
         if (L.ag[i].close_at && now >= L.ag[i].close_at) {
             kill(L.ag[i].pid, SIGKILL);
             agent_ended(&L.ag[i]);
@@ -1721,9 +1747,12 @@ static int poll_timeout_ms(uint64_t now)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
             next = t[i];
-    for (int i = 0; i < L.nag; i++)
+    for (int i = 0; i < L.nag; i++) {
         if (L.ag[i].close_at && L.ag[i].close_at < next)
             next = L.ag[i].close_at;
+        if (L.ag[i].answer_by && L.ag[i].answer_by < next)
+            next = L.ag[i].answer_by;
+    }
     if (L.retry)
         return RETRY_MS;
     if (next == UINT64_MAX)
@@ -2158,6 +2187,7 @@ static int start_agent(struct agent *a, const char *exe)
     }
     set_nonblock(from[0]);
     a->pid = pid;
+    a->answer_by = util_now_ns() + (uint64_t)(L.connect_timeout * 1e9);
     a->in = from[0];
     a->out = (struct outq){.fd = to[1]};
     return 0;
