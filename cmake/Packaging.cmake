@@ -78,3 +78,13 @@ install(CODE "
   file(INSTALL DESTINATION \"\$ENV{DESTDIR}\${shoal_libdir}/pkgconfig\" TYPE FILE
        FILES \"${PROJECT_BINARY_DIR}/\${shoal_pc}/shoal.pc\")
 ")
+
+# Manual pages, the documentation and the example programs (with the
+# CMakeLists.txt that builds them against this installed package).
+install(FILES ${PROJECT_SOURCE_DIR}/man/shoalrun.1 ${PROJECT_SOURCE_DIR}/man/shoal-info.1
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/man/shoal.7 DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs) # as README.md links them
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/apps/ DESTINATION ${CMAKE_INSTALL_DATADIR}/shoal/examples
+  FILES_MATCHING PATTERN "*.c" PATTERN "*.h" PATTERN "CMakeLists.txt")

@@ -224,13 +224,13 @@ static void usage(FILE *f)
         "                    the job (exit status 124); SIGQUIT prints it at any time\n"
         "      --bind        pin each rank to one allowed CPU of its host (by its index there)\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
-        "      --transport T between hosts: udp (default), eth, or shm (one host only)\n"
+        "      --transport T between hosts: %s (default udp; shm: one host only)\n"
         "  -h, --help        show this help\n"
         "      --version     show the version\n"
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
         "status (128+N if killed by signal N), 124 on timeout, 128+N if shoalrun\n"
         "got signal N, 2 for bad usage, 127 if program cannot be run.\n",
-        BOOT_MAX_RANKS, DEFAULT_RSH, (double)CONNECT_TIMEOUT_S);
+        BOOT_MAX_RANKS, DEFAULT_RSH, (double)CONNECT_TIMEOUT_S, util_transport_names());
 }
 
 static _Noreturn __attribute__((format(printf, 1, 2))) void bad_usage(const char *fmt, ...)
