@@ -50,6 +50,7 @@ struct detail {
     uint64_t trans_refs[SIDES][16][16], trans_hits[SIDES][16][16];
     uint64_t *win_hits, *win_msgs;
     size_t nwin, window;
+    uint64_t last; /* the last iteration (messages after the last barrier) */
 };
 
 struct opts {
@@ -97,9 +98,15 @@ static int load_file(const char *path, struct rank_trace *t, struct cosmos_trace
     struct cosmos_rec rec;
     int rc;
     while ((rc = cosmos_trace_next(r, &rec)) == 1) {
-        if (rec.role != COSMOS_ROLE_MARKER && (rec.sender >= h->nranks || rec.sender > COSMOS_SENDER_MAX)) {
+        if (rec.role != COSMOS_ROLE_MARKER && rec.sender >= h->nranks) {
             fprintf(stderr, "shoal-cosmos: %s: record %zu has sender %" PRIu32 ", not a rank of the job's %" PRIu32 "\n",
                     path, t->n, rec.sender, h->nranks);
+            rc = -1;
+            break;
+        }
+        if (rec.role != COSMOS_ROLE_MARKER && rec.sender > COSMOS_SENDER_MAX) {
+            fprintf(stderr, "shoal-cosmos: %s: record %zu has sender %" PRIu32 ", above the %u a tuple's 12 bits "
+                    "hold (docs/COSMOS.md)\n", path, t->n, rec.sender, COSMOS_SENDER_MAX);
             rc = -1;
             break;
         }
@@ -379,7 +386,8 @@ static void print_windows(const struct detail *det)
     uint64_t sh = 0, sm = 0;
     for (size_t w = 0; w < det->nwin; w++) {
         char span[32];
-        snprintf(span, sizeof span, "%zu-%zu", w * det->window, (w + 1) * det->window - 1);
+        uint64_t end = (w + 1) * det->window - 1;
+        snprintf(span, sizeof span, "%zu-%" PRIu64, w * det->window, end < det->last ? end : det->last);
         printf("%-16s %10" PRIu64 " %7.1f\n", span, det->win_msgs[w], pct(det->win_hits[w], det->win_msgs[w]));
         if (w >= det->nwin / 2) {
             sh += det->win_hits[w];
@@ -401,6 +409,7 @@ static void detail_init(struct detail *det, const struct job *j, size_t window)
     memset(det, 0, sizeof(*det));
     det->window = window ? window : (size_t)(j->iterations / 20 + 1);
     det->nwin = (size_t)(j->iterations / det->window + 1);
+    det->last = j->iterations;
     det->win_hits = xrealloc(NULL, det->nwin * sizeof(uint64_t));
     det->win_msgs = xrealloc(NULL, det->nwin * sizeof(uint64_t));
     memset(det->win_hits, 0, det->nwin * sizeof(uint64_t));
