@@ -2,7 +2,8 @@
  * through the predictor offline and prints the thesis's tables in their
  * shapes (docs/COSMOS.md).
  *
- *   shoal-cosmos replay [--depth D] [--filter F] [--sender-index] [--window N] [--json] DIR...
+ *   shoal-cosmos replay [--depth D] [--filter F] [--sender-index] [--window N] [--warmup N]
+ *                       [--json] DIR...
  *
  * Every rank's trace feeds two predictors of that rank, its home side and
  * its remote side; markers are not predicted, and a barrier marker advances
@@ -40,6 +41,7 @@ struct job {
 /* One configuration's results over a whole job. */
 struct row {
     struct cosmos_cfg cfg;
+    uint64_t warmup;
     uint64_t hits[SIDES], msgs[SIDES];
     uint64_t mhr, pht, pool_failed;
     size_t bytes;
@@ -55,14 +57,16 @@ struct detail {
 
 struct opts {
     int depth, filter, sender_index, json;
-    size_t window;
+    size_t window;   /* Fig. 6-8's window in barriers; 0: chosen from the job */
+    uint64_t warmup; /* barriers before which messages train but are not counted */
 };
 
 static void die_usage(const char *why)
 {
     fprintf(stderr,
             "shoal-cosmos: %s\n"
-            "usage: shoal-cosmos replay [--depth 1-4] [--filter 0-2] [--sender-index] [--window N] [--json] DIR...\n"
+            "usage: shoal-cosmos replay [--depth 1-4] [--filter 0-2] [--sender-index] [--window N] [--warmup N]\n"
+            "                           [--json] DIR...\n"
             "  without --depth/--filter/--sender-index: Tables 6.4-6.8 and Fig. 6-8 of the thesis;\n"
             "  with any of them: that one configuration (default depth 1, filter 0).\n",
             why);
@@ -251,17 +255,21 @@ static void replay_rank(const struct rank_trace *t, struct cosmos_pred *p[SIDES]
             fprintf(stderr, "shoal-cosmos: %s: the predictor refused record %zu (error %d)\n", t->path, i, rc);
             exit(1);
         }
+        if (det)
+            detail_count(det, c, iteration < row->warmup ? 0 : prev, iteration, rc == COSMOS_HIT);
+        if (iteration < row->warmup)
+            continue;
         row->msgs[c->role]++;
         row->hits[c->role] += rc == COSMOS_HIT;
-        if (det)
-            detail_count(det, c, prev, iteration, rc == COSMOS_HIT);
     }
 }
 
-static void replay(const struct job *j, const struct cosmos_cfg *cfg, struct row *row, struct detail *det)
+static void replay(const struct job *j, const struct opts *o, const struct cosmos_cfg *cfg, struct row *row,
+                   struct detail *det)
 {
     memset(row, 0, sizeof(*row));
     row->cfg = *cfg;
+    row->warmup = o->warmup;
     for (uint32_t r = 0; r < j->nranks; r++) {
         struct cosmos_pred *p[SIDES];
         for (int s = 0; s < SIDES; s++) {
@@ -315,9 +323,9 @@ static void json_row(const struct job *j, const struct row *r, int *first)
     json_side("overall", r->hits[0] + r->hits[1], msgs);
     printf(", \"messages\": %" PRIu64 ", \"cache_messages\": %" PRIu64 ", \"home_messages\": %" PRIu64
            ", \"mhr_entries\": %" PRIu64 ", \"pht_entries\": %" PRIu64 ", \"ratio\": %.4f"
-           ", \"overhead_pct\": %.4f, \"bytes\": %zu}",
+           ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 "}",
            msgs, r->msgs[0], r->msgs[1], r->mhr, r->pht, row_ratio(r),
-           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes);
+           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup);
     *first = 0;
 }
 
@@ -427,12 +435,13 @@ static struct cosmos_cfg cfg_of(unsigned depth, unsigned filter, int sender_inde
     return (struct cosmos_cfg){.depth = depth, .filter = filter, .sender_index = sender_index};
 }
 
-static void print_details(const struct job *j, const struct cosmos_cfg *cfg, size_t window, const char *what)
+static void print_details(const struct job *j, const struct opts *o, const struct cosmos_cfg *cfg,
+                          const char *what)
 {
     struct detail det;
     struct row r;
-    detail_init(&det, j, window);
-    replay(j, cfg, &r, &det);
+    detail_init(&det, j, o->window);
+    replay(j, o, cfg, &r, &det);
     printf("\nTable 6.6: transitions <previous type, type> at one side (%s; top %d by references)\n", what,
            TOP_TRANSITIONS);
     print_transitions(&det);
@@ -441,10 +450,13 @@ static void print_details(const struct job *j, const struct cosmos_cfg *cfg, siz
     detail_free(&det);
 }
 
-static void header(const struct job *j)
+static void header(const struct job *j, const struct opts *o)
 {
     printf("== %s: job %" PRIx64 ", %" PRIu32 " ranks, %" PRIu64 " messages, %" PRIu64 " barriers ==\n", j->dir,
            j->id, j->nranks, j->messages, j->iterations);
+    if (o->warmup)
+        printf("warm-up: messages before each rank's barrier %" PRIu64 " train the predictors but are not "
+               "counted (Fig. 6-8 counts them)\n", o->warmup);
 }
 
 /* Every table of the thesis for one job. */
@@ -453,13 +465,13 @@ static void report_all(const struct job *j, const struct opts *o, int *first)
     struct row base[COSMOS_DEPTH_MAX], filt[2][COSMOS_FILTER_MAX], pi[COSMOS_DEPTH_MAX];
     for (unsigned d = 1; d <= COSMOS_DEPTH_MAX; d++) {
         struct cosmos_cfg c = cfg_of(d, 0, 0), cp = cfg_of(d, 0, 1);
-        replay(j, &c, &base[d - 1], NULL);
-        replay(j, &cp, &pi[d - 1], NULL);
+        replay(j, o, &c, &base[d - 1], NULL);
+        replay(j, o, &cp, &pi[d - 1], NULL);
     }
     for (unsigned d = 1; d <= 2; d++)
         for (unsigned f = 1; f <= COSMOS_FILTER_MAX; f++) {
             struct cosmos_cfg c = cfg_of(d, f, 0);
-            replay(j, &c, &filt[d - 1][f - 1], NULL);
+            replay(j, o, &c, &filt[d - 1][f - 1], NULL);
         }
     if (o->json) {
         for (int d = 0; d < COSMOS_DEPTH_MAX; d++)
@@ -471,7 +483,7 @@ static void report_all(const struct job *j, const struct opts *o, int *first)
             json_row(j, &pi[d], first);
         return;
     }
-    header(j);
+    header(j, o);
     printf("\nTable 6.4: prediction rates (%% hits; C = remote/cache side, D = home/directory side, "
            "O = overall, message-weighted; no filter)\n");
     print_rates_header();
@@ -499,7 +511,7 @@ static void report_all(const struct job *j, const struct opts *o, int *first)
                pct(pi[d].hits[1], pi[d].msgs[1]));
     }
     struct cosmos_cfg d1 = cfg_of(1, 0, 0);
-    print_details(j, &d1, o->window, "depth 1, no filter");
+    print_details(j, o, &d1, "depth 1, no filter");
     printf("\n");
 }
 
@@ -508,12 +520,12 @@ static void report_one(const struct job *j, const struct opts *o, int *first)
 {
     struct cosmos_cfg c = cfg_of((unsigned)o->depth, (unsigned)o->filter, o->sender_index);
     struct row r;
-    replay(j, &c, &r, NULL);
+    replay(j, o, &c, &r, NULL);
     if (o->json) {
         json_row(j, &r, first);
         return;
     }
-    header(j);
+    header(j, o);
     print_rates_header();
     print_rates(&r);
     printf("\n");
@@ -521,7 +533,7 @@ static void report_one(const struct job *j, const struct opts *o, int *first)
     print_memory(&r);
     char what[64];
     snprintf(what, sizeof what, "depth %u, filter %u%s", c.depth, c.filter, c.sender_index ? ", sender index" : "");
-    print_details(j, &c, o->window, what);
+    print_details(j, o, &c, what);
     printf("\n");
 }
 
@@ -554,6 +566,8 @@ int main(int argc, char **argv)
             single = 1;
         } else if (strcmp(a, "--window") == 0) {
             o.window = (size_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
+        } else if (strcmp(a, "--warmup") == 0) {
+            o.warmup = (uint64_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000000L);
         } else if (strcmp(a, "--sender-index") == 0) {
             o.sender_index = 1;
             single = 1;

@@ -149,7 +149,8 @@ static void test_tables(void)
     CHECK(!strstr(out, "\"depth\": 1"), "--depth 2 printed another configuration:\n%s", out);
 }
 
-/* Table 6.6 and Fig. 6-8 at depth 1 with windows of 10 barriers.  The
+/* Table 6.6 and Fig. 6-8 at depth 1 with windows of 10 barriers, and the
+ * warm-up left out.  The
  * consumer's <get_ro_response, inval_ro_request> happens 100 times, the
  * first unpredicted: 99 % hits; of the 797 messages with a predecessor
  * (399 + 199 + 199) it is 100, 12.5 %.  Window 0 (iterations 0-9) holds
@@ -171,6 +172,14 @@ static void test_windows(void)
     expect_in(out, "90-99                    80   100.0", "window 9");
     expect_in(out, "steady state 100.0 %", "steady state");
     expect_in(out, "time to adapt: 10 iterations", "time to adapt");
+
+    /* --warmup 2: the first 2 iterations hold every unpredicted message (the
+     * home's first 5, each cache's first 3), so the 98 x 8 = 784 counted
+     * ones all hit. */
+    snprintf(args, sizeof args, "replay --depth 1 --warmup 2 --json %s", dir);
+    CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
+    expect_in(out, "\"cache\": 1.000000, \"home\": 1.000000, \"overall\": 1.000000, \"messages\": 784", "warm-up");
+    expect_in(out, "\"warmup\": 2}", "warm-up");
 }
 
 static void expect_refused(const char *dir, int status, const char *want)
