@@ -43,7 +43,7 @@ struct row {
     struct cosmos_cfg cfg;
     uint64_t warmup;
     uint64_t hits[SIDES], msgs[SIDES];
-    uint64_t mhr, pht, pool_failed;
+    uint64_t mhr, pht;
     size_t bytes;
 };
 
@@ -284,7 +284,6 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
             cosmos_counts(p[s], &c);
             row->mhr += c.blocks;
             row->pht += c.pht_entries;
-            row->pool_failed += c.pool_failed;
             row->bytes += cosmos_mem_bytes(p[s]);
             cosmos_destroy(p[s]);
         }
