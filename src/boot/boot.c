@@ -30,6 +30,7 @@ static struct {
     const _Atomic uint32_t *failed;    /* the chosen bootstrap's failed word */
     int net_local;                     /* SHOAL_NET_LOCAL=1: every rank its own host for shm */
     int rank, size;
+    uint64_t job_id;
 } st = {.failed = &no_failure};
 
 int boot_hang_on_sigquit;
@@ -161,6 +162,7 @@ int boot_init(struct boot_info *out)
     st.failed = failed;
     st.rank = info.rank;
     st.size = info.size;
+    st.job_id = info.job_id;
     util_log_set_identity(st.rank);
     st.net_local = util_config_int(CFG_NET_LOCAL) == 1;
     LOG(LOG_DEBUG, "bootstrap %s: %s", ops->name, why);
@@ -309,6 +311,11 @@ void boot_reserve_fds(int count)
         return;
     rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
     setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+uint64_t boot_job_id(void)
+{
+    return st.job_id;
 }
 
 int boot_host_of(int rank)

@@ -66,6 +66,9 @@ const char *boot_builtin(void);
  * cross hosts).  The caller closes them. */
 int boot_exchange_fd(int my_fd, int *fds);
 
+/* The job id boot_init gave (0 before it): names per-job files. */
+uint64_t boot_job_id(void);
+
 /* Host index of rank r (0 for a singleton).  Ranks with the same index
  * share a host and reach each other over shared memory. */
 int boot_host_of(int rank);

@@ -94,6 +94,7 @@ void rgn_barrier(void)
 {
     dsm_check_init("rgn_barrier");
     dsm_barrier();
+    dsm_observe_mark(&dsm.node, COSMOS_MARK_BARRIER);
 }
 
 /* Sends to this rank's children in the binomial tree rooted at root, over

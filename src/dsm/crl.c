@@ -2,6 +2,7 @@
  * through the region table, the unmapped region cache (§4.5), waits that
  * keep the protocol running, and the counters of SHOAL_CRL_STATS. */
 #include "am/hang.h"
+#include "boot/boot.h"
 #include "dsm/dsm.h"
 #include "shoal/crl.h"
 
@@ -375,6 +376,18 @@ static void print_stats(void)
 
 /* ---- init and exit ------------------------------------------------------------------ */
 
+/* SHOAL_COSMOS_TRACE=DIR: this rank's coherence messages to its trace file. */
+static void cosmos_trace_begin(void)
+{
+    const char *dir = util_config_str(CFG_COSMOS_TRACE);
+    if (!dir[0])
+        return;
+    int rc = dsm_observe_trace_start(&dsm.node, dir, boot_job_id());
+    if (rc != SHOAL_OK)
+        shoal_abort(1, "crl: rank %u: SHOAL_COSMOS_TRACE=%s: cannot write this rank's trace there (%s)",
+                    dsm.node.rank, dir, shoal_strerror(rc));
+}
+
 void crl_init(void)
 {
     if (dsm.initialized)
@@ -398,6 +411,7 @@ void crl_init(void)
     if (!dsm.urc)
         shoal_abort(1, "crl: out of memory for the unmapped region cache");
     dsm.timing = util_config_int(CFG_CRL_STATS) == 1;
+    cosmos_trace_begin();
     dsm_wire_init();
     dsm.initialized = 1;
     /* no rank sends a dsm message before every rank has its handlers */
@@ -420,6 +434,7 @@ void crl_exit(void)
     dsm.closed = 1;
     dsm_coll_fini();
     dsm_wire_fini();
+    dsm_observe_trace_stop(&dsm.node); /* a failed write was logged naming the file */
     dsm_node_fini(&dsm.node);
     free(dsm.urc);
     dsm.urc = NULL;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "am/am.h"
+#include "dsm/observe.h"
 #include "dsm/proto.h"
 #include "util/util.h"
 

@@ -3,6 +3,7 @@
  * version checks are §A.11's; decisions where the tables are silent are in
  * docs/CRL.md ("Protocol decisions") and referred to here as D1..D9. */
 #include "dsm/proto.h"
+#include "dsm/observe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -845,6 +846,8 @@ void dsm_deliver(struct dsm_node *node, const struct dsm_msg *m)
         break;
     }
     struct dsm_region *r = dsm_lookup(node, m->rid);
+    if (__builtin_expect(node->observer != NULL, 0)) /* before the handler changes r */
+        dsm_observe_msg(node, r, m);
     if (!r)
         absent(node, m);
     else if (dsm_is_home_state(r->state))

@@ -203,6 +203,8 @@ typedef void (*dsm_forget_fn)(struct dsm_node *node, struct dsm_region *r);
 
 #define DSM_TABLE_BUCKETS 8192u /* §4.4 */
 
+struct dsm_observer; /* dsm/observe.h: sees every coherence message received */
+
 struct dsm_node {
     uint32_t rank, nranks;
     uint32_t next_seq; /* sequence number of the next region created here */
@@ -218,6 +220,7 @@ struct dsm_node {
     int ask_reply;         /* 0 none yet, 1 RgnInfoAck or DeleteAck, -1 a Nack */
     uint32_t ask_refusal;  /* enum dsm_refusal, with a Nack */
     uint32_t map_size, map_version; /* from RgnInfoAck */
+    struct dsm_observer *observer;  /* NULL unless a trace or a predictor watches */
 };
 
 #define DSM_NO_RID UINT64_MAX

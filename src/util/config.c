@@ -54,6 +54,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                           "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
     [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
                        "1: every rank prints its CRL call, message and time counters at crl_exit"},
+    [CFG_COSMOS_TRACE] = {"SHOAL_COSMOS_TRACE", "",
+                          "a directory: every rank of a CRL program records the coherence messages it receives to DIR/cosmos-<job id>-r<rank>.trace (docs/COSMOS_TRACE.md), for shoal-cosmos replay; empty: no trace"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
@@ -129,8 +131,9 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
-    case CFG_IFACE:
-        return 0; /* resolved, with a message naming it, when the transport starts */
+    case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */
+    case CFG_COSMOS_TRACE: /* opened, with a message naming it, by crl_init */
+        return 0;
     case CFG_PORT_RANGE:
         return util_port_range(v, NULL, NULL);
     case CFG_NET_DEAD_MS:

@@ -35,6 +35,7 @@ enum util_cfg_id {
     CFG_NET_AUTH,       /* what the packets' MAC covers */
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
+    CFG_COSMOS_TRACE,   /* directory of the coherence-message traces */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
     CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
     CFG_RANK,           /* set by shoalrun */
