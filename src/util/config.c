@@ -56,6 +56,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                        "1: every rank prints its CRL call, message and time counters at crl_exit"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
+    [CFG_AM_LARGE_MAX] = {"SHOAL_AM_LARGE_MAX", "1G",
+                          "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},

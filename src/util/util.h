@@ -36,6 +36,7 @@ enum util_cfg_id {
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
+    CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */
