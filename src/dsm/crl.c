@@ -418,7 +418,6 @@ void crl_exit(void)
             dsm_barrier();
         }
     dsm.closed = 1;
-    dsm_coll_fini();
     dsm_wire_fini();
     dsm_node_fini(&dsm.node);
     free(dsm.urc);
