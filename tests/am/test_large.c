@@ -19,7 +19,9 @@
  *   bcast    coll_bcast_any from every root, sizes 0 to 3 MiB, receivers
  *            naming no root, every byte checked;
  *   obarrier_mismatch  rank 0 calls coll_barrier_ordered where the others
- *            call shoal_barrier: the job must end naming both calls. */
+ *            call shoal_barrier: the job must end naming both calls;
+ *   die      rank 1 sends rank 0 part of a 3 MiB request and exits; rank 0,
+ *            waiting with the pieces half gathered, must leave naming it. */
 #include "am/am.h"
 #include "coll/coll.h"
 #include "shoal.h"
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { H_REQ = AM_LAYER_BASE(AM_BLOCK_DSM) + 15, H_REP = H_REQ - 1, H_SEQ = H_REQ - 2 };
 #define BIG ((3u << 20) + 5)
@@ -244,9 +247,29 @@ static void test_obarrier_mismatch(void)
     CHECK(0, "the mismatched barriers returned");
 }
 
+static void test_die(void)
+{
+    CHECK(np == 2, "the die test runs on 2 ranks, not %d", np);
+    if (me == 1) {
+        size_t done = 0;
+        uint64_t a[4] = {1, BIG, 0x5eed0001u, ~1ull};
+        fill(out, BIG, 1);
+        double t0 = test_now();
+        while (am_request_large(0, H_REQ, SHOAL_IMMEDIATE, out, BIG, 4, a, &done) == SHOAL_EAGAIN && done == 0) {
+            CHECK_RC(shoal_poll(), SHOAL_OK);
+            TEST_DEADLINE(t0, WAIT_S, "room for a piece");
+        }
+        CHECK(done > 0 && done < BIG, "%zu of %u bytes went at once", done, BIG);
+        fflush(stdout);
+        _exit(5);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK(0, "the barrier returned although rank 1 died");
+}
+
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_large sizes|order|obarrier|bcast|obarrier_mismatch");
+    CHECK(argc == 2, "usage: test_large sizes|order|obarrier|bcast|obarrier_mismatch|die");
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
@@ -267,6 +290,8 @@ int main(int argc, char **argv)
         test_bcast();
     else if (!strcmp(argv[1], "obarrier_mismatch"))
         test_obarrier_mismatch();
+    else if (!strcmp(argv[1], "die"))
+        test_die();
     else
         CHECK(0, "unknown test %s", argv[1]);
     free(out);
