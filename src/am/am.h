@@ -60,8 +60,6 @@ int am_request_large(int dest, unsigned handler, unsigned flags, const void *src
  * requester to make room on its request side. */
 int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
                    const uint64_t *args);
-void am_large_init(void);
-void am_large_fini(void);
 
 /* Maps the shared-memory rings (collective) and sets up the handler table. */
 int am_init(int rank, int nranks);

@@ -68,6 +68,9 @@ int am_send_medium(int dest, enum am_class cls, unsigned handler, unsigned flags
 /* Sends a large message of class cls (large.c; am_reply_large's core). */
 int am_large_send(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                   unsigned nargs, const uint64_t *args, size_t *done);
+/* large.c's table and handler (from am_init), and its buffers (am_fini). */
+void am_large_init(void);
+void am_large_fini(void);
 
 /* hang_describe_fn for a send that waits for room to w->peer (value: the
  * class); am_net.c's window waits use it too. */
