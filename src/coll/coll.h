@@ -37,8 +37,8 @@ int coll_flag_writer(unsigned round);
 int coll_barrier_ordered(void);
 /* A broadcast whose receivers need not name the root: the root passes its
  * own rank, every other rank -1.  The payload goes down coll's tree as one
- * am_request_large per edge, so any size up to am_large_max() works.
- * SHOAL_OK; on a receiver whose n is not the root's, SHOAL_EINVAL with
+ * am_request_large per edge, so any size up to am_large_max() works (a
+ * root's larger n: SHOAL_ETOOBIG, nothing sent).  SHOAL_OK; on a receiver whose n is not the root's, SHOAL_EINVAL with
  * *from and *sent (the root and its n) set, buf untouched and nothing
  * forwarded (the caller ends the job naming its own call). */
 int coll_bcast_any(void *buf, size_t n, int root, int *from, size_t *sent);

@@ -51,11 +51,11 @@ static void ob_flag(shoal_token_t tok, void *buf, size_t n, const uint64_t *args
 
 static void ob_take(int src, const uint64_t *args, const void *data, size_t len)
 {
+    (void)src;
     if (ob.got)
         util_fatal("the broadcast from any root #%llu: ranks %d and %d both sent it (rank %d is a root or has its "
                    "data); one rank calls the send, every other the receive",
                    (unsigned long long)ob.epoch, ob.root, (int)args[1], am_rank());
-    (void)src;
     ob.got = 1;
     ob.root = (int)args[1];
     ob.sent = len;
@@ -142,6 +142,8 @@ int coll_bcast_any(void *buf, size_t n, int root, int *from, size_t *sent)
         return rc;
     if ((n && !buf) || root >= am_size())
         return SHOAL_EINVAL;
+    if (root >= 0 && n > am_large_max())
+        return SHOAL_ETOOBIG; /* before it takes a number: nothing happened */
     ob.epoch = coll_begin(COLL_KIND_OBCAST);
     ob.active = 1;
     ob.got = root >= 0;

@@ -17,7 +17,8 @@
  *            requests of the ranks paired with it have run here, with no
  *            poll in between;
  *   bcast    coll_bcast_any from every root, sizes 0 to 3 MiB, receivers
- *            naming no root, every byte checked;
+ *            naming no root, every byte checked; above SHOAL_AM_LARGE_MAX
+ *            and without a buffer: refused, nothing sent;
  *   obarrier_mismatch  rank 0 calls coll_barrier_ordered where the others
  *            call shoal_barrier: the job must end naming both calls;
  *   die      rank 1 sends rank 0 part of a 3 MiB request and exits; rank 0,
@@ -239,6 +240,10 @@ static void test_bcast(void)
             CHECK_RC(coll_bcast_any(out, n, me == root ? root : -1, &from, &sent), SHOAL_OK);
             check_bytes(out, n, tag, "broadcast", root);
         }
+    int from;
+    size_t sent;
+    CHECK_RC(coll_bcast_any(out, am_large_max() + 1, me, &from, &sent), SHOAL_ETOOBIG);
+    CHECK_RC(coll_bcast_any(NULL, 1, -1, &from, &sent), SHOAL_EINVAL);
 }
 
 static void test_obarrier_mismatch(void)
