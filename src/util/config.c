@@ -57,7 +57,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_AM_LARGE_MAX] = {"SHOAL_AM_LARGE_MAX", "1G",
-                          "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes)"},
+                          "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes; 4096 to 1T)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -153,6 +153,8 @@ static int validate(enum util_cfg_id id, const char *v)
         return parse_int(v, &n) ? -1 : 0;
     case CFG_SHM_MEDIUM_MAX:
         return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN) ? -1 : 0;
+    case CFG_AM_LARGE_MAX:
+        return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN || n > (1ll << 40)) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_HANG_REPORT:

@@ -6,7 +6,8 @@
  *            limit + 1, twice the limit + 1 and 3 MiB + 5, blocking and
  *            with SHOAL_IMMEDIATE resumed; each handler checks every byte
  *            and argument and answers with an am_reply_large of the same
- *            size, which the sender checks;
+ *            size, which the sender checks; sizes above SHOAL_AM_LARGE_MAX
+ *            are refused (SHOAL_ETOOBIG), nothing sent;
  *   order    rank 0 sends rank 1 small and large requests alternately:
  *            they run in the order their calls completed; and a small one
  *            sent while a large one is only partly sent runs before it
@@ -103,6 +104,12 @@ static void round_trip(int dest, size_t n, uint64_t tag, int immediate)
     uint64_t a[4] = {tag, n, 0x5eed0000u + (uint64_t)me, ~tag};
     uint64_t before = replies;
     size_t done = 0;
+    if (n > am_large_max()) { /* refused, nothing sent */
+        CHECK_RC(am_request_large(dest, H_REQ, immediate ? SHOAL_IMMEDIATE : 0, out, n, 4, a, &done),
+                 SHOAL_ETOOBIG);
+        CHECK(done == 0, "%zu bytes of a refused request sent", done);
+        return;
+    }
     if (!immediate) {
         CHECK_RC(am_request_large(dest, H_REQ, 0, out, n, 4, a, &done), SHOAL_OK);
     } else {
@@ -122,19 +129,21 @@ static void round_trip(int dest, size_t n, uint64_t tag, int immediate)
 static void test_sizes(void)
 {
     size_t m = am_max_medium();
-    uint64_t tag = 1;
+    uint64_t tag = 1, expect[64] = {0};
     for (int k = 0; k < np; k++) {
         int dest = (me + k) % np;
-        size_t one = am_medium_in_one(dest, 4);
+        size_t one = am_medium_in_one(dest, 4); /* the same both ways */
         const size_t sizes[] = {0, 1, one - 1, one, one + 1, m + 1, 2 * one + 1, BIG};
-        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             for (int immediate = 0; immediate < 2; immediate++)
                 round_trip(dest, sizes[i], tag++ + 1000u * (uint64_t)me, immediate);
+            expect[dest] += sizes[i] <= am_large_max() ? 2 : 0;
+        }
     }
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     for (int src = 0; src < np; src++)
-        CHECK(runs[src] == 16, "rank %d's requests ran %llu times here, expected 16", src,
-              (unsigned long long)runs[src]);
+        CHECK(runs[src] == expect[src], "rank %d's requests ran %llu times here, expected %llu", src,
+              (unsigned long long)runs[src], (unsigned long long)expect[src]);
     /* above the limit: refused, nothing sent */
     size_t done = 0;
     uint64_t a[4] = {0};
