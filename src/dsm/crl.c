@@ -432,7 +432,6 @@ void crl_exit(void)
             dsm_barrier();
         }
     dsm.closed = 1;
-    dsm_coll_fini();
     dsm_wire_fini();
     dsm_observe_trace_stop(&dsm.node); /* a failed write was logged naming the file */
     dsm_node_fini(&dsm.node);
