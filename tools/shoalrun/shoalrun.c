@@ -50,6 +50,9 @@
  * later: the whole job is gone within a second. */
 #define TERM_GRACE_MS 300
 #define KILL_GRACE_MS 500
+/* A rank that exits 0 without finalizing is only a failure if others keep
+ * running; this window keeps ranks that all exit at once from tripping it. */
+#define NOFIN_GRACE_MS 100
 /* How long the head waits for an agent to go once its ranks were sent
  * SIGKILL, or for its remote shell to exit once the channel closed, before
  * it kills the remote shell: an agent that hangs cannot hang the head. */
@@ -191,7 +194,8 @@ static struct {
     uint64_t job_by;          /* the job description must have come by then */
 
     int failed, exit_code;
-    uint64_t timeout_at, term_at, kill_at, stall_at;  /* 0: not armed */
+    int nofin_rank;
+    uint64_t timeout_at, nofin_at, term_at, kill_at, stall_at;  /* 0: not armed */
     uint64_t stall_ns;
     /* hang reports being collected (until hang_until; 0: none) */
     uint64_t hang_until;
@@ -1020,6 +1024,14 @@ static void judge_abort(struct rank *r, uint32_t arg, const char *text, size_t l
              "aborted with status %d: %.*s", code, (int)len, text);
 }
 
+static int unfinalized_live_rank(void)
+{
+    for (int i = 0; i < L.np; i++)
+        if (!L.r[i].exited && !L.r[i].finalized)
+            return 1;
+    return 0;
+}
+
 static void rank_gone(struct rank *r, int status)
 {
     r->exited = 1;
@@ -1039,8 +1051,10 @@ static void judge_exit(struct rank *r)
     else if (L.open && !r->joined)
         fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "%s while the other ranks wait in %s",
                  why, coll_name(L.open->kind));
-    else if (r->hello && !r->finalized) /* its messages may never have run (as MPI, a failure) */
-        fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "exited with status 0 without finalizing");
+    else if (r->hello && !r->finalized && !L.nofin_at) {
+        L.nofin_rank = rank_of(r);
+        L.nofin_at = util_now_ns() + NOFIN_GRACE_MS * MS;
+    }
 }
 
 /* ---- hang reports (docs/BOOT.md "When a job hangs") -------------------------- */
@@ -1707,6 +1721,11 @@ static void run_timers(uint64_t now)
     }
     if (L.hang_until && now >= L.hang_until)
         hang_finish();
+    if (L.nofin_at && now >= L.nofin_at) {
+        L.nofin_at = 0;
+        if (unfinalized_live_rank())
+            fail_job(L.nofin_rank, 0, 1, TERM_GRACE_MS, "exited with status 0 without finalizing");
+    }
     if (L.term_at && now >= L.term_at) {
         L.term_at = 0;
         signal_ranks(SIGTERM);
@@ -1742,7 +1761,7 @@ static void run_timers(uint64_t now)
 static int poll_timeout_ms(uint64_t now)
 {
     uint64_t next = UINT64_MAX;
-    uint64_t t[] = {L.timeout_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
+    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
                     L.job ? 0 : L.job_by, L.hang_until};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
