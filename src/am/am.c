@@ -393,9 +393,26 @@ static int am_check_payload(const void *src, size_t nbytes)
     return SHOAL_OK;
 }
 
+/* The limit moves with the ranks per host (their rings share a memory
+ * budget), so a program that worked at -n 4 may meet it at -n 48: say once
+ * why and what raises it. */
+static int am_too_big(size_t nbytes)
+{
+    static int told;
+    if (!told) {
+        told = 1;
+        LOG(LOG_WARN,
+            "a %zu-byte medium message is above this job's limit of %zu bytes (shoal_am_max_medium): with "
+            "%d ranks on this host each ring has %u slots; SHOAL_SHM_RING_SLOTS raises it (shoal-info -n %d "
+            "shows the limit), a long message into a segment has none",
+            nbytes, am.max_medium, am.shm->nlocal, am.shm->ring_slots, am.shm->nlocal);
+    }
+    return SHOAL_ETOOBIG;
+}
+
 static int am_check_medium(const void *src, size_t nbytes)
 {
-    return nbytes > am.max_medium ? SHOAL_ETOOBIG : am_check_payload(src, nbytes);
+    return nbytes > am.max_medium ? am_too_big(nbytes) : am_check_payload(src, nbytes);
 }
 
 static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const void *src, size_t nbytes)
