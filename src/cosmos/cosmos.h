@@ -1,0 +1,118 @@
+/* cosmos layer: the Cosmos coherence-message predictor (Mukherjee's thesis,
+ * chapter 6; docs/COSMOS.md).  It knows nothing of CRL: a predictor is
+ * offered <block, sender, type> messages and predicts the next one per
+ * block.  Internal to libshoal.
+ *
+ * Structure (§6.2.2): per key a Message History Register (MHR) of the last
+ * `depth` <sender, type> tuples; per key a Pattern History Table (PHT)
+ * indexed by that history whose entries hold a predicted tuple and a
+ * saturating filter counter.  The key is the block, or <block, sender> with
+ * sender_index (§6.6).
+ *
+ * Prediction and update (§6.2.3-6.2.4): cosmos_observe looks the MHR's
+ * history up in the PHT; the entry there, if any, is the prediction (HIT if
+ * it equals the arrived tuple, else MISS; no entry: NONE).  Then the entry
+ * learns the arrived tuple and the tuple is shifted into the MHR.  A key's
+ * history is full, and its PHT gets its first entry, at its depth+1-th
+ * reference; until then every message is NONE.
+ *
+ * Filter (§6.2.6, §6.5.2), max count F in 0-2, per PHT entry, starting at
+ * 0 when the entry is written:
+ *   hit:  ctr = min(ctr + 1, F)
+ *   miss: ctr == 0 ? prediction = arrived tuple : ctr -= 1
+ * F = 0 is no filter (always replace); with F = 1 a confirmed prediction is
+ * replaced only after two consecutive misses at that history (the thesis's
+ * single-bit counter).
+ *
+ * Sender index (§6.6): the MHR and PHT are per <block, sender> and the
+ * history holds only that sender's messages, so the PHT in effect predicts
+ * the sender's next type.  An arriving message is a hit when the prediction
+ * of ITS sender's history equals its type, which makes the rate comparable
+ * with the base variant's (every arrived message is predicted over once).
+ * cosmos_predict for an unknown sender (COSMOS_ANY_SENDER) makes no
+ * prediction in this variant: the caller must name the sender it expects
+ * (the protocol knows it: a cache hears only from the home, a directory
+ * awaiting an acknowledgement knows from whom).
+ *
+ * Tuples are the thesis's 2 bytes: 12 bits of sender (ranks 0-4095) and 4
+ * bits of type (1-15).  Bounded tables (§6.2.7, LimitLESS-style): each key
+ * has COSMOS_PHT_STATIC entries of its own; more come from a pool shared by
+ * the predictor's keys, of cfg.pool_entries entries (0: unbounded).  When
+ * the pool is exhausted a new history learns nothing (no entry is made, the
+ * message counts NONE and pool_failed counts it); existing entries still
+ * predict and update.
+ *
+ * Cost: open-addressing hash tables that grow by doubling, so the steady
+ * state allocates nothing per message.  Not thread-safe: one predictor per
+ * side per rank, used by one thread. */
+#ifndef SHOAL_COSMOS_H
+#define SHOAL_COSMOS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COSMOS_DEPTH_MAX 4
+#define COSMOS_FILTER_MAX 2
+#define COSMOS_SENDER_MAX 4095u /* 12 bits of sender in a tuple */
+#define COSMOS_TYPE_MAX 15u     /* 4 bits of type; 0 is not a type */
+#define COSMOS_PHT_STATIC 4     /* PHT entries each key owns (§6.2.7: about 4) */
+#define COSMOS_ANY_SENDER UINT32_MAX
+#define COSMOS_TUPLE_BYTES 2    /* for the thesis's memory formula */
+#define COSMOS_BLOCK_BYTES 128  /* the thesis's block, for the same formula */
+
+/* cosmos_observe's outcomes (errors are negative SHOAL_E codes). */
+enum cosmos_outcome { COSMOS_NONE = 0, COSMOS_HIT = 1, COSMOS_MISS = 2 };
+
+struct cosmos_cfg {
+    unsigned depth;      /* MHR depth, 1-4 */
+    unsigned filter;     /* filter's max count, 0-2 */
+    int sender_index;    /* key by <block, sender> and predict the type (§6.6) */
+    size_t pool_entries; /* shared overflow PHT entries; 0: unbounded */
+};
+
+struct cosmos_pred; /* one predictor: one side (home or remote) of one rank */
+
+/* SHOAL_EINVAL for a depth or filter out of range, SHOAL_ENOMEM. */
+int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **p);
+void cosmos_destroy(struct cosmos_pred *p);
+
+/* Offers one arrived message: predicts first (from the history before it),
+ * then updates.  Returns COSMOS_HIT, COSMOS_MISS or COSMOS_NONE (no
+ * prediction made); SHOAL_EINVAL for a sender above COSMOS_SENDER_MAX or a
+ * type outside 1-15 (nothing is counted); SHOAL_ENOMEM if a table could not
+ * grow (the message is counted NONE and not learnt). */
+int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsigned type);
+
+/* The prediction for the next message of block: 1 with *sender and *type
+ * set, 0 if there is none.  With sender_index, *sender names the sender to
+ * predict for (COSMOS_ANY_SENDER: no prediction); otherwise it is output
+ * only. */
+int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsigned *type);
+
+/* The newest tuple in the key's history: 1 with *sender and *type set, 0 if
+ * the key has none.  sender is the key's sender with sender_index, ignored
+ * otherwise. */
+int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
+                uint32_t *last_sender, unsigned *last_type);
+
+struct cosmos_counts {
+    uint64_t hits, misses, none; /* outcomes of cosmos_observe */
+    uint64_t blocks;             /* MHR entries: keys referenced at least once */
+    uint64_t pht_entries;        /* PHT entries, static and pool */
+    uint64_t pool_used;          /* of those, from the shared pool */
+    uint64_t pool_failed;        /* histories not learnt: the pool was full */
+};
+void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c);
+
+/* Bytes the predictor's tables occupy now (allocated, not just used). */
+size_t cosmos_mem_bytes(const struct cosmos_pred *p);
+
+/* The thesis's Table 6.7 overhead per 128-byte block, in percent, of a
+ * predictor with `ratio` PHT entries per MHR entry and 2-byte tuples:
+ * an MHR is depth tuples, a PHT entry depth + 1 (its index and prediction). */
+static inline double cosmos_thesis_overhead_pct(unsigned depth, double ratio)
+{
+    return COSMOS_TUPLE_BYTES * (depth + ratio * (depth + 1)) * 100.0 / COSMOS_BLOCK_BYTES;
+}
+
+#endif

@@ -1,0 +1,316 @@
+/* The Cosmos predictor (cosmos.h): MHRs in one open-addressing table keyed
+ * by <block, sender-or-any>, each with COSMOS_PHT_STATIC PHT entries inline;
+ * further PHT entries in a second open-addressing table, the shared pool,
+ * keyed by <MHR id, history>.  Both tables use linear probing and double at
+ * half load, so a message in the steady state costs two or three probes and
+ * no allocation. */
+#include "cosmos/cosmos.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal.h>
+
+#define COSMOS_KEY_ANY UINT32_MAX /* the MHR key's sender without sender_index */
+#define COSMOS_INIT_SLOTS 64
+
+/* A PHT entry; inline in its MHR (id unused) or in the pool (id = MHR id). */
+struct cosmos_pent {
+    uint64_t hist; /* the history it is indexed by (tuples, newest lowest) */
+    uint32_t id;   /* pool: owner MHR's id; 0 marks a free pool slot */
+    uint16_t pred; /* predicted tuple */
+    uint8_t ctr;   /* filter counter, 0..filter */
+};
+
+struct cosmos_mhr {
+    uint64_t block;
+    uint32_t sender; /* key: the sender with sender_index, else COSMOS_KEY_ANY */
+    uint32_t id;     /* stable across table growth; 0 marks a free slot */
+    uint64_t hist;   /* last `depth` tuples, newest in the low 16 bits */
+    uint8_t refs;    /* references seen, saturating at depth (history full) */
+    uint8_t nstatic; /* inline PHT entries in use */
+    uint32_t npool;  /* PHT entries of this MHR in the pool */
+    struct cosmos_pent st[COSMOS_PHT_STATIC];
+};
+
+struct cosmos_pred {
+    struct cosmos_cfg cfg;
+    uint64_t hist_mask;
+    struct cosmos_mhr *mhr; /* mhr_cap slots, a power of two */
+    size_t mhr_cap;
+    struct cosmos_pent *pool; /* pool_cap slots, a power of two */
+    size_t pool_cap;
+    uint32_t next_id;
+    struct cosmos_counts c;
+};
+
+/* splitmix64's finalizer: every key bit moves every slot bit. */
+static inline uint64_t cosmos_mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static inline size_t cosmos_mhr_slot(uint64_t block, uint32_t sender, size_t cap)
+{
+    return cosmos_mix(block ^ ((uint64_t)sender << 40) ^ sender) & (cap - 1);
+}
+
+static inline size_t cosmos_pool_slot(uint32_t id, uint64_t hist, size_t cap)
+{
+    return cosmos_mix(hist ^ ((uint64_t)id * 0x9e3779b97f4a7c15ULL)) & (cap - 1);
+}
+
+static size_t cosmos_pow2_at_least(size_t n)
+{
+    size_t c = COSMOS_INIT_SLOTS;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **out)
+{
+    if (!cfg || !out || cfg->depth < 1 || cfg->depth > COSMOS_DEPTH_MAX ||
+        cfg->filter > COSMOS_FILTER_MAX)
+        return SHOAL_EINVAL;
+    struct cosmos_pred *p = calloc(1, sizeof(*p));
+    if (!p)
+        return SHOAL_ENOMEM;
+    p->cfg = *cfg;
+    p->hist_mask = cfg->depth == 4 ? UINT64_MAX : (1ULL << (16 * cfg->depth)) - 1;
+    p->mhr_cap = COSMOS_INIT_SLOTS;
+    /* A bounded pool never grows: its table is sized for it at half load. */
+    p->pool_cap = cfg->pool_entries ? cosmos_pow2_at_least(2 * cfg->pool_entries)
+                                    : COSMOS_INIT_SLOTS;
+    p->mhr = calloc(p->mhr_cap, sizeof(*p->mhr));
+    p->pool = calloc(p->pool_cap, sizeof(*p->pool));
+    p->next_id = 1;
+    if (!p->mhr || !p->pool) {
+        cosmos_destroy(p);
+        return SHOAL_ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+void cosmos_destroy(struct cosmos_pred *p)
+{
+    if (!p)
+        return;
+    free(p->mhr);
+    free(p->pool);
+    free(p);
+}
+
+static struct cosmos_mhr *cosmos_mhr_find(const struct cosmos_pred *p, uint64_t block,
+                                          uint32_t sender)
+{
+    size_t mask = p->mhr_cap - 1;
+    for (size_t i = cosmos_mhr_slot(block, sender, p->mhr_cap);; i = (i + 1) & mask) {
+        struct cosmos_mhr *m = &p->mhr[i];
+        if (!m->id)
+            return NULL;
+        if (m->block == block && m->sender == sender)
+            return m;
+    }
+}
+
+/* The free slot for a key known to be absent. */
+static struct cosmos_mhr *cosmos_mhr_free_slot(struct cosmos_mhr *t, size_t cap,
+                                               uint64_t block, uint32_t sender)
+{
+    size_t i = cosmos_mhr_slot(block, sender, cap);
+    while (t[i].id)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int cosmos_mhr_grow(struct cosmos_pred *p)
+{
+    size_t cap = p->mhr_cap * 2;
+    struct cosmos_mhr *t = calloc(cap, sizeof(*t));
+    if (!t)
+        return SHOAL_ENOMEM;
+    for (size_t i = 0; i < p->mhr_cap; i++)
+        if (p->mhr[i].id)
+            *cosmos_mhr_free_slot(t, cap, p->mhr[i].block, p->mhr[i].sender) = p->mhr[i];
+    free(p->mhr);
+    p->mhr = t;
+    p->mhr_cap = cap;
+    return 0;
+}
+
+static struct cosmos_mhr *cosmos_mhr_get(struct cosmos_pred *p, uint64_t block, uint32_t sender)
+{
+    struct cosmos_mhr *m = cosmos_mhr_find(p, block, sender);
+    if (m)
+        return m;
+    if (2 * (p->c.blocks + 1) > p->mhr_cap && cosmos_mhr_grow(p) != 0)
+        return NULL;
+    m = cosmos_mhr_free_slot(p->mhr, p->mhr_cap, block, sender);
+    m->block = block;
+    m->sender = sender;
+    m->id = p->next_id++;
+    p->c.blocks++;
+    return m;
+}
+
+static struct cosmos_pent *cosmos_pool_find(const struct cosmos_pred *p, uint32_t id,
+                                            uint64_t hist)
+{
+    size_t mask = p->pool_cap - 1;
+    for (size_t i = cosmos_pool_slot(id, hist, p->pool_cap);; i = (i + 1) & mask) {
+        struct cosmos_pent *e = &p->pool[i];
+        if (!e->id)
+            return NULL;
+        if (e->id == id && e->hist == hist)
+            return e;
+    }
+}
+
+static struct cosmos_pent *cosmos_pool_free_slot(struct cosmos_pent *t, size_t cap,
+                                                 uint32_t id, uint64_t hist)
+{
+    size_t i = cosmos_pool_slot(id, hist, cap);
+    while (t[i].id)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int cosmos_pool_grow(struct cosmos_pred *p)
+{
+    size_t cap = p->pool_cap * 2;
+    struct cosmos_pent *t = calloc(cap, sizeof(*t));
+    if (!t)
+        return SHOAL_ENOMEM;
+    for (size_t i = 0; i < p->pool_cap; i++)
+        if (p->pool[i].id)
+            *cosmos_pool_free_slot(t, cap, p->pool[i].id, p->pool[i].hist) = p->pool[i];
+    free(p->pool);
+    p->pool = t;
+    p->pool_cap = cap;
+    return 0;
+}
+
+static struct cosmos_pent *cosmos_pht_find(const struct cosmos_pred *p,
+                                           const struct cosmos_mhr *m)
+{
+    for (unsigned i = 0; i < m->nstatic; i++)
+        if (m->st[i].hist == m->hist)
+            return (struct cosmos_pent *)&m->st[i];
+    return m->npool ? cosmos_pool_find(p, m->id, m->hist) : NULL;
+}
+
+/* A new PHT entry predicting `tuple` after the MHR's current history: inline
+ * while the MHR has room, else from the pool; none when the pool is full. */
+static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
+{
+    struct cosmos_pent e = { .hist = m->hist, .id = m->id, .pred = tuple, .ctr = 0 };
+    if (m->nstatic < COSMOS_PHT_STATIC) {
+        m->st[m->nstatic++] = e;
+    } else if (p->cfg.pool_entries && p->c.pool_used >= p->cfg.pool_entries) {
+        p->c.pool_failed++;
+        return 0;
+    } else {
+        if (!p->cfg.pool_entries && 2 * (p->c.pool_used + 1) > p->pool_cap &&
+            cosmos_pool_grow(p) != 0)
+            return SHOAL_ENOMEM;
+        *cosmos_pool_free_slot(p->pool, p->pool_cap, m->id, m->hist) = e;
+        m->npool++;
+        p->c.pool_used++;
+    }
+    p->c.pht_entries++;
+    return 0;
+}
+
+/* Predict-then-update at the MHR's (full) history. */
+static int cosmos_pht_learn(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
+{
+    struct cosmos_pent *e = cosmos_pht_find(p, m);
+    if (!e) {
+        int rc = cosmos_pht_add(p, m, tuple);
+        return rc ? rc : COSMOS_NONE;
+    }
+    if (e->pred == tuple) {
+        if (e->ctr < p->cfg.filter)
+            e->ctr++;
+        return COSMOS_HIT;
+    }
+    if (e->ctr == 0)
+        e->pred = tuple;
+    else
+        e->ctr--;
+    return COSMOS_MISS;
+}
+
+int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsigned type)
+{
+    if (sender > COSMOS_SENDER_MAX || type == 0 || type > COSMOS_TYPE_MAX)
+        return SHOAL_EINVAL;
+    uint16_t tuple = (uint16_t)(sender << 4 | type);
+    struct cosmos_mhr *m = cosmos_mhr_get(p, block, p->cfg.sender_index ? sender : COSMOS_KEY_ANY);
+    if (!m) {
+        p->c.none++;
+        return SHOAL_ENOMEM;
+    }
+    int out = COSMOS_NONE;
+    if (m->refs < p->cfg.depth)
+        m->refs++;
+    else
+        out = cosmos_pht_learn(p, m, tuple);
+    m->hist = (m->hist << 16 | tuple) & p->hist_mask;
+    if (out == COSMOS_HIT)
+        p->c.hits++;
+    else if (out == COSMOS_MISS)
+        p->c.misses++;
+    else
+        p->c.none++;
+    return out;
+}
+
+int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsigned *type)
+{
+    uint32_t key = COSMOS_KEY_ANY;
+    if (p->cfg.sender_index) {
+        if (*sender > COSMOS_SENDER_MAX)
+            return 0;
+        key = *sender;
+    }
+    const struct cosmos_mhr *m = cosmos_mhr_find(p, block, key);
+    if (!m || m->refs < p->cfg.depth)
+        return 0;
+    const struct cosmos_pent *e = cosmos_pht_find(p, m);
+    if (!e)
+        return 0;
+    *sender = e->pred >> 4;
+    *type = e->pred & 0xf;
+    return 1;
+}
+
+int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
+                uint32_t *last_sender, unsigned *last_type)
+{
+    if (p->cfg.sender_index && sender > COSMOS_SENDER_MAX)
+        return 0;
+    const struct cosmos_mhr *m =
+        cosmos_mhr_find(p, block, p->cfg.sender_index ? sender : COSMOS_KEY_ANY);
+    if (!m)
+        return 0;
+    *last_sender = (m->hist & 0xffff) >> 4;
+    *last_type = m->hist & 0xf;
+    return 1;
+}
+
+void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c)
+{
+    *c = p->c;
+}
+
+size_t cosmos_mem_bytes(const struct cosmos_pred *p)
+{
+    return sizeof(*p) + p->mhr_cap * sizeof(*p->mhr) + p->pool_cap * sizeof(*p->pool);
+}
