@@ -57,5 +57,34 @@ list(JOIN SHOAL_PKG_LDFLAGS " " SHOAL_PC_LIBS_PRIVATE_EXTRA)
 if(SHOAL_PC_LIBS_PRIVATE_EXTRA)
   string(PREPEND SHOAL_PC_LIBS_PRIVATE_EXTRA " ")
 endif()
-configure_file(${CMAKE_CURRENT_LIST_DIR}/shoal.pc.in ${PROJECT_BINARY_DIR}/shoal.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/shoal.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# A program linked from a prefix outside the loader's directories (~/.local,
+# /opt/...) should run without LD_LIBRARY_PATH, so there shoal.pc adds the
+# library directory as a run path; in a system directory it must not (Debian
+# policy).  The prefix is known only at install time (--prefix, DESTDIR), so
+# both variants are configured and the install picks one.
+set(SHOAL_PC_RPATH "")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/shoal.pc.in ${PROJECT_BINARY_DIR}/pc-system/shoal.pc @ONLY)
+set(SHOAL_PC_RPATH " -Wl,-rpath,\${libdir}")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/shoal.pc.in ${PROJECT_BINARY_DIR}/pc-rpath/shoal.pc @ONLY)
+set(SHOAL_LOADER_DIRS ${CMAKE_C_IMPLICIT_LINK_DIRECTORIES} /lib /usr/lib /lib64 /usr/lib64)
+install(CODE "
+  get_filename_component(shoal_libdir \"${CMAKE_INSTALL_LIBDIR}\" ABSOLUTE BASE_DIR \"\${CMAKE_INSTALL_PREFIX}\")
+  set(shoal_loader_dirs [[${SHOAL_LOADER_DIRS}]])
+  list(FIND shoal_loader_dirs \"\${shoal_libdir}\" shoal_at)
+  set(shoal_pc pc-system)
+  if(shoal_at EQUAL -1)
+    set(shoal_pc pc-rpath)
+  endif()
+  file(INSTALL DESTINATION \"\$ENV{DESTDIR}\${shoal_libdir}/pkgconfig\" TYPE FILE
+       FILES \"${PROJECT_BINARY_DIR}/\${shoal_pc}/shoal.pc\")
+")
+
+# Manual pages, the documentation and the example programs (with the
+# CMakeLists.txt that builds them against this installed package).
+install(FILES ${PROJECT_SOURCE_DIR}/man/shoalrun.1 ${PROJECT_SOURCE_DIR}/man/shoal-info.1
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/man/shoal.7 DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs) # as README.md links them
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/apps/ DESTINATION ${CMAKE_INSTALL_DATADIR}/shoal/examples
+  FILES_MATCHING PATTERN "*.c" PATTERN "*.h" PATTERN "CMakeLists.txt")

@@ -12,15 +12,25 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
+/* shoal_args' C++ form (below): C++ has no compound literals, so the list
+ * becomes a temporary whose array lives to the end of the full expression,
+ * as the C literal lives to the end of its block.  Each value converts to
+ * uint64_t as the C initializer converts it.  Templates cannot have C
+ * linkage, hence before the extern "C" block. */
+template <unsigned N> struct shoal_args_array_ {
+    uint64_t v[N];
+};
+template <class... T> inline shoal_args_array_<sizeof...(T)> shoal_args_make_(T... a)
+{
+    return {{static_cast<uint64_t>(a)...}};
+}
 extern "C" {
 #endif
 
 #define SHOAL_API __attribute__((visibility("default")))
-#ifdef __cplusplus
-#define SHOAL_NORETURN [[noreturn]]
-#else
-#define SHOAL_NORETURN _Noreturn
-#endif
+/* One spelling that both languages accept after SHOAL_API ([[noreturn]]
+ * must come first in C++, _Noreturn does not exist there). */
+#define SHOAL_NORETURN __attribute__((noreturn))
 
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
@@ -169,9 +179,16 @@ SHOAL_API int shoal_am_reply_long(shoal_token_t token, unsigned handler, unsigne
  * -1 for a stale one). */
 SHOAL_API int shoal_token_source(shoal_token_t token);
 
-/* Argument-list helpers: shoal_args(a, b, c) expands to "3, (uint64_t[]){a,b,c}". */
+/* Argument-list helpers: shoal_args(a, b, c) expands to "3, (uint64_t[]){a,b,c}"
+ * (the count is taken without evaluating the arguments twice). */
+#ifdef __cplusplus
+#define shoal_args(...)                                                                           \
+    (unsigned)(sizeof(decltype(shoal_args_make_(__VA_ARGS__))) / sizeof(uint64_t)),              \
+        static_cast<const uint64_t *>(shoal_args_make_(__VA_ARGS__).v)
+#else
 #define SHOAL_ARGC_(...) (sizeof((uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t))
 #define shoal_args(...) (unsigned)SHOAL_ARGC_(__VA_ARGS__), (const uint64_t[]){__VA_ARGS__}
+#endif
 #define shoal_noargs 0u, (const uint64_t *)0
 
 /* ---- segments (registered memory that long messages write into) ---------- */

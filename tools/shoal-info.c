@@ -17,6 +17,13 @@ static void print_transports(void)
                am_transport_built_in((enum util_transport)t) ? "built in" : "not built in", util_transport_list[t].what);
 }
 
+static void print_unknown(const char *var, const char *nearest, void *arg)
+{
+    (void)arg;
+    printf("  ! %-22s is set but is not a shoal setting%s%s%s\n", var, nearest ? " (did you mean " : "",
+           nearest ? nearest : "", nearest ? "?)" : "");
+}
+
 static void print_settings(void)
 {
     size_t n;
@@ -28,6 +35,7 @@ static void print_settings(void)
                set ? ", now \"" : "", set ? util_config_str((enum util_cfg_id)i) : "", set ? "\"" : "",
                t[i].meaning);
     }
+    util_config_unknown(print_unknown, NULL);
 }
 
 /* The bootstraps built in, and which one a rank started in this

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static struct boot_info boot;
 static int initialized;
@@ -43,6 +44,38 @@ static int core_describe_finalize(const struct hang_wait *w, char *buf, size_t n
     return -1;
 }
 
+/* A rank that returns from main (or calls exit(0)) without shoal_finalize
+ * may leave messages it sent unrun and peers waiting for it: a failure, as
+ * in MPI, under every launcher.  on_exit sees the status; a non-zero one is
+ * already a failure the launcher reports.  A forked child's exit is not the
+ * rank's. */
+static pid_t init_pid;
+
+static void core_warn_unknown(const char *var, const char *nearest, void *arg)
+{
+    (void)arg;
+    if (nearest)
+        LOG(LOG_WARN, "%s is not a shoal setting (did you mean %s?); shoal-info lists them", var, nearest);
+    else
+        LOG(LOG_WARN, "%s is not a shoal setting; shoal-info lists them", var);
+}
+
+static void core_exit_check(int status, void *arg)
+{
+    (void)arg;
+    if (initialized && status == 0 && getpid() == init_pid)
+        util_fatal("the program exited with status 0 without calling shoal_finalize: messages it sent "
+                   "may not have run, and other ranks may be waiting for it");
+}
+
+static void core_watch_exit(void)
+{
+    static int watching;
+    init_pid = getpid();
+    if (!watching && on_exit(core_exit_check, NULL) == 0)
+        watching = 1;
+}
+
 int shoal_init(int *argc, char ***argv)
 {
     (void)argc;
@@ -58,6 +91,9 @@ int shoal_init(int *argc, char ***argv)
     if (rc)
         return rc;
     util_log_set_identity(boot.rank);
+    util_crash_init(boot.rank, (int)util_config_int(CFG_BACKTRACE));
+    if (boot.rank == 0) /* once per job: every rank has the same environment */
+        util_config_unknown(core_warn_unknown, NULL);
     util_fatal_hook = core_fatal_hook;
     rc = am_init(boot.rank, boot.size);
     coll_init();
@@ -76,6 +112,7 @@ int shoal_init(int *argc, char ***argv)
         return rc;
     }
     boot_set_progress(core_progress);
+    core_watch_exit();
     initialized = 1;
     LOG(LOG_INFO, "joined job %016llx as rank %d of %d (shm rings of %u slots, medium max %zu)",
         (unsigned long long)boot.job_id, boot.rank, boot.size, am_ring_slots(), am_max_medium());

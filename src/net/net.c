@@ -32,6 +32,7 @@ struct net_addr {
     uint8_t pad;
     struct udp_endpoint udp;
     uint8_t bcast[4];     /* its interface's IPv4 broadcast address, or 0.0.0.0 */
+    char ifname[16];      /* that interface, for messages */
 };
 
 enum carrier { CARRIER_UDP, CARRIER_ETH };
@@ -219,6 +220,19 @@ static void engine_xmit(void *ctx, uint32_t dst, const void *pkt, size_t len, in
 static const char *net_carrier(void);
 static void net_get_stats(struct tp_stats *out);
 
+/* Where rank's packets go, as it published it: "10.0.0.2:4000 on eth0". */
+static const char *where(uint32_t rank, char *buf, size_t cap)
+{
+    const struct net_addr *a = &net.peers[rank];
+    char ep[64];
+    if (net.carrier == CARRIER_ETH)
+        snprintf(buf, cap, "%02x:%02x:%02x:%02x:%02x:%02x on %.16s", a->mac[0], a->mac[1], a->mac[2], a->mac[3],
+                 a->mac[4], a->mac[5], a->ifname[0] ? a->ifname : "?");
+    else
+        snprintf(buf, cap, "%s on %.16s", udp_endpoint_str(&a->udp, ep, sizeof ep), a->ifname[0] ? a->ifname : "?");
+    return buf;
+}
+
 static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
 {
     (void)ctx;
@@ -226,6 +240,14 @@ static void engine_peer_dead(void *ctx, uint32_t peer, enum rel_dead_reason why)
         return; /* it finished the job with us and left */
     if (why == REL_DEAD_RESTARTED)
         util_peer_fatal((int)peer, "peer rank %u restarted (a new incarnation) during the job", peer);
+    if (why == REL_DEAD_UNREACHED) {
+        char mine[96], theirs[96];
+        util_peer_fatal((int)peer,
+                        "peer rank %u was never reached over %s at %s: no packet from it in %lld ms "
+                        "(this rank uses %s); set SHOAL_IFACE to a network that joins both",
+                        peer, net_carrier(), where(peer, theirs, sizeof theirs), util_config_int(CFG_NET_DEAD_MS),
+                        where(net.rank, mine, sizeof mine));
+    }
     util_peer_fatal((int)peer, "peer rank %u stopped answering over %s (no packet for %lld ms, SHOAL_NET_DEAD_MS)",
                peer, net_carrier(), util_config_int(CFG_NET_DEAD_MS));
 }
@@ -662,6 +684,7 @@ static int open_carriers(const char *transport, struct net_addr *me)
     if (util_config_int(CFG_NET_GSO) == 1 && udp_gso_enable(&net.udp))
         net.gro = udp_gro_enable(&net.udp);
     me->udp = net.udp.self;
+    memcpy(me->ifname, net.udp.ifname, sizeof me->ifname);
     memcpy(me->bcast, net.udp.bcast, 4);
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
     if (strcmp(transport, "eth") == 0) {

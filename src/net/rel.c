@@ -501,7 +501,7 @@ static void declare_dead(struct rel *r, struct peer *p, enum rel_dead_reason why
     p->rto_due = p->probe_due = p->ack_due = REL_NEVER;
     p->dead = 1;
     r->stats.peers_dead++;
-    LOG(LOG_INFO, "net: rank %u is dead (%s)", p->rank, why == REL_DEAD_SILENT ? "silent" : "restarted");
+    LOG(LOG_INFO, "net: rank %u is dead (%s)", p->rank, why == REL_DEAD_SILENT ? "silent" : why == REL_DEAD_UNREACHED ? "never reached" : "restarted");
     r->io.peer_dead(r->ctx, p->rank, why);
 }
 
@@ -1028,7 +1028,7 @@ static void on_rto(struct rel *r, struct peer *p, uint64_t now)
 static void service(struct rel *r, struct peer *p, uint64_t now)
 {
     if (now >= dead_due(r, p)) {
-        declare_dead(r, p, REL_DEAD_SILENT);
+        declare_dead(r, p, p->inc ? REL_DEAD_SILENT : REL_DEAD_UNREACHED);
         return;
     }
     if (now >= p->rto_due)

@@ -118,6 +118,7 @@ void rel_config_default(struct rel_config *c);
 enum rel_dead_reason {
     REL_DEAD_SILENT = 1, /* no packet for dead_after_ns */
     REL_DEAD_RESTARTED,  /* it came back with a new incarnation */
+    REL_DEAD_UNREACHED,  /* silent, and never heard from at all (a wrong address or interface) */
 };
 
 struct rel_io {

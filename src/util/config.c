@@ -65,6 +65,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                                  "1: SHOAL_COSMOS keeps a history per region and sender (the thesis's §6.6)"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
+    [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
+                       "1: a rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints the signal, the faulting address and a backtrace (symbolized by addr2line where binutils is installed) before it dies of the signal; 0: no report. Either way a crash ends the rank by its signal, also where a library (libfabric's psm) installed a handler that would make it an ordinary exit; signals the program handles itself are never touched"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -111,18 +113,16 @@ int util_port_range(const char *v, uint16_t *lo, uint16_t *hi)
     return 0;
 }
 
-/* Logs which item of the spec is wrong; the caller logs the variable. */
-static int validate_faults(const char *v)
+/* Says which item of the spec is wrong. */
+static int validate_faults(const char *v, char *why, size_t n)
 {
     struct util_fault_spec c;
-    char err[160];
-    if (util_fault_parse(v, &c, err, sizeof err) == SHOAL_OK)
-        return 0;
-    util_log(LOG_ERROR, "SHOAL_FAULTS: %s", err);
-    return -1;
+    return util_fault_parse(v, &c, why, n) == SHOAL_OK ? 0 : -1;
 }
 
-static int validate(enum util_cfg_id id, const char *v)
+/* 0 when v is a valid value of id; else -1, and why may say more than the
+ * setting's description. */
+static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_len)
 {
     long long n;
     switch (id) {
@@ -134,7 +134,7 @@ static int validate(enum util_cfg_id id, const char *v)
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
-    case CFG_CRL_STATS: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
+    case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
@@ -174,21 +174,90 @@ static int validate(enum util_cfg_id id, const char *v)
     case CFG_SPIN:
         return (parse_int(v, &n) || n > UINT32_MAX) ? -1 : 0;
     case CFG_FAULTS:
-        return validate_faults(v);
+        return validate_faults(v, why, why_len);
     default:
         return parse_int(v, &n) ? -1 : 0;
     }
 }
 
-int util_config_load(void)
+int util_config_check(char *err, size_t n)
 {
     for (int i = 0; i < CFG_COUNT; i++) {
         const char *v = getenv(table[i].name);
-        values[i] = v ? v : table[i].default_str;
-        if (validate((enum util_cfg_id)i, values[i])) {
-            util_log(LOG_ERROR, "invalid %s=\"%s\" (%s)", table[i].name, values[i], table[i].meaning);
+        v = v ? v : table[i].default_str;
+        char why[160] = "";
+        if (validate((enum util_cfg_id)i, v, why, sizeof why)) {
+            snprintf(err, n, "invalid %s=\"%s\"%s%s; accepted: %s", table[i].name, v, why[0] ? ": " : "", why,
+                     table[i].meaning);
             return SHOAL_ECONFIG;
         }
+    }
+    return SHOAL_OK;
+}
+
+/* Edit distance (insert, delete, substitute) of two setting names. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+int util_config_unknown(void (*report)(const char *var, const char *nearest, void *arg), void *arg)
+{
+    extern char **environ;
+    int count = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        char name[64];
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (strncmp(*e, "SHOAL_", 6) || len >= sizeof name)
+            continue;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        size_t best = SIZE_MAX;
+        const char *nearest = NULL;
+        for (int i = 0; i < CFG_COUNT && best; i++) {
+            size_t d = distance(name, table[i].name);
+            if (d < best) {
+                best = d;
+                nearest = table[i].name;
+            }
+        }
+        if (best == 0)
+            continue;
+        report(name, best <= 3 ? nearest : NULL, arg);
+        count++;
+    }
+    return count;
+}
+
+int util_config_load(void)
+{
+    char err[512];
+    if (util_config_check(err, sizeof err)) {
+        util_log(LOG_ERROR, "%s", err);
+        return SHOAL_ECONFIG;
+    }
+    for (int i = 0; i < CFG_COUNT; i++) {
+        const char *v = getenv(table[i].name);
+        values[i] = v ? v : table[i].default_str;
     }
     loaded = 1;
     const char *lv = values[CFG_LOG];

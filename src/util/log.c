@@ -25,6 +25,17 @@ void util_log_set_identity(int rank)
     log_rank = rank;
 }
 
+/* "rank R", or "pid P" before the process knows its rank (a bad setting
+ * is found before the bootstrap runs), never a made-up rank. */
+static const char *who(char *buf, size_t n)
+{
+    if (log_rank >= 0)
+        snprintf(buf, n, "rank %d", log_rank);
+    else
+        snprintf(buf, n, "pid %d", (int)getpid());
+    return buf;
+}
+
 static const char *level_name(enum util_log_level l)
 {
     static const char *names[] = {"error", "warning", "info", "debug", "trace"};
@@ -38,14 +49,16 @@ void util_log(enum util_log_level lvl, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "shoal: rank %d on %s: %s: %s\n", log_rank, util_hostname(), level_name(lvl), msg);
+    char w[32];
+    fprintf(stderr, "shoal: %s on %s: %s: %s\n", who(w, sizeof w), util_hostname(), level_name(lvl), msg);
 }
 
 _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap)
 {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    fprintf(stderr, "shoal: rank %d on %s: fatal: %s\n", log_rank, util_hostname(), msg);
+    char w[32];
+    fprintf(stderr, "shoal: %s on %s: fatal: %s\n", who(w, sizeof w), util_hostname(), msg);
     fflush(NULL); /* _exit below would drop what stdio still holds */
     if (util_fatal_hook) {
         void (*hook)(int, const char *) = util_fatal_hook;

@@ -41,6 +41,7 @@ enum util_cfg_id {
     CFG_COSMOS_FILTER,  /* its filter's max count */
     CFG_COSMOS_SENDER_INDEX, /* its sender-indexed variant */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
+    CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */
@@ -58,6 +59,14 @@ struct util_cfg_entry {
 /* Reads and validates every variable once; returns SHOAL_ECONFIG with a log
  * line naming the bad one. */
 int util_config_load(void);
+/* Validates every variable without logging: SHOAL_ECONFIG and, in err,
+ * "invalid NAME=\"value\": ...; accepted: <the setting's description>"
+ * (the launcher checks before it starts any rank). */
+int util_config_check(char *err, size_t n);
+/* Calls report for every SHOAL_* variable of the environment that is not a
+ * setting, with the nearest setting's name (NULL if none is close);
+ * returns how many. */
+int util_config_unknown(void (*report)(const char *var, const char *nearest, void *arg), void *arg);
 /* The value as text (default if unset); never NULL. */
 const char *util_config_str(enum util_cfg_id id);
 /* Integer value, accepting K/M/G suffixes; *set tells whether the user set it. */
@@ -105,6 +114,13 @@ void util_log(enum util_log_level lvl, const char *fmt, ...) __attribute__((form
  * and exits the process with status 1 (the launcher ends the others). */
 _Noreturn void util_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void util_fatal_v(int exitcode, const char *fmt, va_list ap);
+/* With report, makes a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT)
+ * print the signal, the faulting address and a symbolized backtrace,
+ * naming rank, before the process dies of the signal; without, only makes
+ * sure it dies of it (crash.c).  Signals the program handles itself are
+ * left alone; nothing changes in sanitizer builds.  Calling it again
+ * updates the rank. */
+void util_crash_init(int rank, int report);
 /* Called by util_fatal before exiting (set by core to notify the launcher). */
 extern void (*util_fatal_hook)(int exitcode, const char *msg);
 /* util_fatal for "peer `rank` failed" (-1: the launcher ended the job):

@@ -11,6 +11,7 @@
  *   abort R CODE       rank R reports an abort, then exits with CODE
  *   fatal R            rank R calls util_fatal with the abort hook set
  *   nofinalize R       rank R exits 0 without finalizing; the others sleep
+ *   nofinalize-all     every rank exits 0 without finalizing
  *   early R            rank R exits 0 before joining; the others barrier
  *   mismatch           rank 0 enters a barrier, the others an fd exchange
  *   hang               every rank sleeps after joining
@@ -132,6 +133,8 @@ static int victim(const char *mode, int target, long n)
         if (me)
             util_fatal("victim fatal error %d", 42);
         wait_for_failure();
+    } else if (!strcmp(mode, "nofinalize-all")) {
+        exit(0);
     } else if (!strcmp(mode, "nofinalize")) {
         if (me)
             exit(0);

@@ -56,6 +56,34 @@ foreach(exe consumer consumer_static)
   endif()
 endforeach()
 
+# ---- installed examples, manual pages and documentation -----------------------
+set(ebuild ${WORK_DIR}/examples-build)
+step("configure the installed examples" ${CMAKE_COMMAND} -S ${prefix}/share/shoal/examples -B ${ebuild}
+     -G ${GENERATOR} -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM} -DCMAKE_C_COMPILER=${C_COMPILER}
+     -DCMAKE_PREFIX_PATH=${prefix})
+step("build the installed examples" ${CMAKE_COMMAND} --build ${ebuild})
+step("run hello_am with the installed shoalrun" ${prefix}/${BINDIR}/shoalrun -n 3 ${ebuild}/hello_am)
+if(NOT step_output MATCHES "all 3 ranks said hello")
+  message(FATAL_ERROR "the installed hello_am printed something unexpected:\n${step_output}")
+endif()
+step("run crl_lu --check" ${prefix}/${BINDIR}/shoalrun -n 2 ${ebuild}/crl/crl_lu --n=60 --block=10 --check)
+foreach(f share/man/man1/shoalrun.1 share/man/man1/shoal-info.1 share/man/man7/shoal.7
+          share/doc/shoal/README.md share/doc/shoal/docs/API.md share/doc/shoal/docs/TUTORIAL.md)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "install did not produce ${prefix}/${f}")
+  endif()
+endforeach()
+find_program(MAN man)
+if(MAN)
+  foreach(page man1/shoalrun.1 man1/shoal-info.1 man7/shoal.7)
+    execute_process(COMMAND ${MAN} --warnings -l ${prefix}/share/man/${page} RESULT_VARIABLE rc
+                    OUTPUT_VARIABLE text ERROR_VARIABLE warnings TIMEOUT 60)
+    if(NOT rc STREQUAL "0" OR warnings OR NOT text MATCHES "NAME")
+      message(FATAL_ERROR "man ${page} does not render cleanly (${rc}):\n${warnings}")
+    endif()
+  endforeach()
+endif()
+
 # ---- pkg-config --------------------------------------------------------------
 find_program(PKG_CONFIG pkg-config)
 if(NOT PKG_CONFIG)
@@ -74,7 +102,8 @@ separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 # needs the matching sanitizer runtime.
 step("compile with pkg-config flags" ${C_COMPILER} -std=c11 -Wall -Wextra -Werror
      ${CONSUMER_DIR}/consumer.c ${pc_flags} -o ${WORK_DIR}/consumer_pc)
-set(ENV{LD_LIBRARY_PATH} ${prefix}/${LIBDIR})
+# No LD_LIBRARY_PATH: outside the loader's directories shoal.pc gives the run path.
+unset(ENV{LD_LIBRARY_PATH})
 step("run consumer_pc" ${WORK_DIR}/consumer_pc)
 if(NOT step_output MATCHES "rank 0 of 1 got its pong")
   message(FATAL_ERROR "consumer_pc printed something unexpected:\n${step_output}")

@@ -50,13 +50,13 @@
  * later: the whole job is gone within a second. */
 #define TERM_GRACE_MS 300
 #define KILL_GRACE_MS 500
-/* A rank that exits 0 without finalizing is only a failure if others keep
- * running; this window keeps ranks that all exit at once from tripping it. */
-#define NOFIN_GRACE_MS 100
 /* How long the head waits for an agent to go once its ranks were sent
  * SIGKILL, or for its remote shell to exit once the channel closed, before
  * it kills the remote shell: an agent that hangs cannot hang the head. */
 #define AGENT_GRACE_MS 1000
+/* How long a host's agent may stay silent after its remote shell started
+ * (ssh's own connection attempts, a slow login) before the job fails. */
+#define CONNECT_TIMEOUT_S 60
 /* An agent that gets no job description this long after it started gives up. */
 #define JOB_WAIT_MS 60000
 /* How long the launcher waits for the ranks' hang reports once it asked
@@ -146,12 +146,13 @@ struct agent {            /* the head's view of one host */
     int reaped, status;   /* the remote shell's end */
     int ended;
     uint64_t close_at;    /* channel closed, shell still running: kill it then */
+    uint64_t answer_by;   /* the agent has said nothing yet: the job fails then (0: it has) */
 };
 
 static struct {
     enum role role;
     int np, tag, bind;
-    double timeout;
+    double timeout, connect_timeout;
     char **argv;
     const char *hostlist, *hostfile, *rsh;
     char **xvars;             /* names given with -x, passed to remote hosts */
@@ -190,8 +191,7 @@ static struct {
     uint64_t job_by;          /* the job description must have come by then */
 
     int failed, exit_code;
-    int nofin_rank;
-    uint64_t timeout_at, nofin_at, term_at, kill_at, stall_at;  /* 0: not armed */
+    uint64_t timeout_at, term_at, kill_at, stall_at;  /* 0: not armed */
     uint64_t stall_ns;
     /* hang reports being collected (until hang_until; 0: none) */
     uint64_t hang_until;
@@ -217,18 +217,20 @@ static void usage(FILE *f)
         "      --hostfile F  the hosts, one a line: \"name\", \"name:K\" or \"name slots=K\"\n"
         "      --rsh CMD     remote-shell template, {host} replaced by the host\n"
         "                    (default \"%s\"; e.g. \"ip netns exec {host}\")\n"
+        "      --connect-timeout S  end the job when a host's agent has not answered\n"
+        "                    S seconds after its remote shell started (default %g)\n"
         "      --tag-output  prefix every output line with [rank]\n"
         "      --timeout S   after S seconds print what each rank waits for, then end\n"
         "                    the job (exit status 124); SIGQUIT prints it at any time\n"
         "      --bind        pin each rank to one allowed CPU of its host (by its index there)\n"
         "  -x VAR=VALUE      set VAR in the ranks' environment (-x VAR: pass it on)\n"
-        "      --transport T between hosts: udp (default), eth, or shm (one host only)\n"
+        "      --transport T between hosts: %s (default udp; shm: one host only)\n"
         "  -h, --help        show this help\n"
         "      --version     show the version\n"
         "Exit status: 0 if every rank exited 0; otherwise the first failing rank's\n"
         "status (128+N if killed by signal N), 124 on timeout, 128+N if shoalrun\n"
         "got signal N, 2 for bad usage, 127 if program cannot be run.\n",
-        BOOT_MAX_RANKS, DEFAULT_RSH);
+        BOOT_MAX_RANKS, DEFAULT_RSH, (double)CONNECT_TIMEOUT_S, util_transport_names());
 }
 
 static _Noreturn __attribute__((format(printf, 1, 2))) void bad_usage(const char *fmt, ...)
@@ -253,13 +255,13 @@ static int parse_np(const char *s)
     return (int)v;
 }
 
-static double parse_timeout(const char *s)
+static double parse_seconds(const char *opt, const char *s)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 1e8)
-        bad_usage("--timeout needs a positive number of seconds, not \"%s\"", s);
+        bad_usage("%s needs a positive number of seconds, not \"%s\"", opt, s);
     return v;
 }
 
@@ -285,10 +287,21 @@ static void parse_transport(const char *s)
     setenv(util_config_table(&(size_t){0})[CFG_TRANSPORT].name, s, 1);
 }
 
+/* A bad SHOAL_* value (after -x) is reported once, here, rather than by
+ * every rank: the ranks would all refuse it. */
+static void check_settings(void)
+{
+    char err[512];
+    if (util_config_check(err, sizeof err)) {
+        fprintf(stderr, "shoalrun: %s\n", err);
+        exit(2);
+    }
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_BIND, OPT_VERSION, OPT_TRANSPORT, OPT_HOSTS,
-           OPT_HOSTFILE, OPT_RSH };
+           OPT_HOSTFILE, OPT_RSH, OPT_CONNECT_TIMEOUT };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"tag-output", no_argument, NULL, OPT_TAG},
@@ -298,19 +311,22 @@ static void parse_args(int argc, char **argv)
         {"hosts", required_argument, NULL, OPT_HOSTS},
         {"hostfile", required_argument, NULL, OPT_HOSTFILE},
         {"rsh", required_argument, NULL, OPT_RSH},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c;
     opterr = 0;
+    L.connect_timeout = CONNECT_TIMEOUT_S;
     /* '+': options end at the program name, which keeps its own options. */
     while ((c = getopt_long(argc, argv, "+:n:x:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'n': L.np = parse_np(optarg); break;
         case 'x': parse_env(optarg); break;
         case OPT_TAG: L.tag = 1; break;
-        case OPT_TIMEOUT: L.timeout = parse_timeout(optarg); break;
+        case OPT_TIMEOUT: L.timeout = parse_seconds("--timeout", optarg); break;
+        case OPT_CONNECT_TIMEOUT: L.connect_timeout = parse_seconds("--connect-timeout", optarg); break;
         case OPT_BIND: L.bind = 1; break;
         case OPT_TRANSPORT: parse_transport(optarg); break;
         case OPT_HOSTS: L.hostlist = optarg; break;
@@ -1004,14 +1020,6 @@ static void judge_abort(struct rank *r, uint32_t arg, const char *text, size_t l
              "aborted with status %d: %.*s", code, (int)len, text);
 }
 
-static int unfinalized_live_rank(void)
-{
-    for (int i = 0; i < L.np; i++)
-        if (!L.r[i].exited && !L.r[i].finalized)
-            return 1;
-    return 0;
-}
-
 static void rank_gone(struct rank *r, int status)
 {
     r->exited = 1;
@@ -1031,10 +1039,8 @@ static void judge_exit(struct rank *r)
     else if (L.open && !r->joined)
         fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "%s while the other ranks wait in %s",
                  why, coll_name(L.open->kind));
-    else if (r->hello && !r->finalized && !L.nofin_at) {
-        L.nofin_rank = rank_of(r);
-        L.nofin_at = util_now_ns() + NOFIN_GRACE_MS * MS;
-    }
+    else if (r->hello && !r->finalized) /* its messages may never have run (as MPI, a failure) */
+        fail_job(rank_of(r), status, 1, TERM_GRACE_MS, "exited with status 0 without finalizing");
 }
 
 /* ---- hang reports (docs/BOOT.md "When a job hangs") -------------------------- */
@@ -1510,6 +1516,7 @@ static int on_event(struct agent *a, struct chan_reader *m)
 static int on_agent_msg(void *ctx, uint16_t type, struct chan_reader *m)
 {
     struct agent *a = ctx;
+    a->answer_by = 0;
     if (type == CHAN_EVENT)
         return on_event(a, m);
     if (type == CHAN_REPORT) {
@@ -1679,6 +1686,19 @@ static void on_signals(void)
     reap();
 }
 
+/* The remote shell of a runs but its agent never spoke: a host that took
+ * the connection and never ran the command, or a shell that waits for a
+ * password.  Without this the job would wait for ever. */
+static void agent_silent(struct agent *a)
+{
+    a->answer_by = 0;
+    fail_job(-1, 0, 1, 0,
+             "host %s: no answer from shoalrun's agent there %g s after its remote shell started (%s): "
+             "it took the connection but never ran the command, or asks for a password (--connect-timeout)",
+             a->name, L.connect_timeout, L.rsh ? L.rsh : DEFAULT_RSH);
+    kill(a->pid, SIGKILL);
+}
+
 static void run_timers(uint64_t now)
 {
     if (L.timeout_at && now >= L.timeout_at) {
@@ -1687,11 +1707,6 @@ static void run_timers(uint64_t now)
     }
     if (L.hang_until && now >= L.hang_until)
         hang_finish();
-    if (L.nofin_at && now >= L.nofin_at) {
-        L.nofin_at = 0;
-        if (unfinalized_live_rank())
-            fail_job(L.nofin_rank, 0, 1, TERM_GRACE_MS, "exited with status 0 without finalizing");
-    }
     if (L.term_at && now >= L.term_at) {
         L.term_at = 0;
         signal_ranks(SIGTERM);
@@ -1706,6 +1721,9 @@ static void run_timers(uint64_t now)
             if (!L.ag[i].ended && !L.ag[i].reaped)
                 kill(L.ag[i].pid, SIGKILL);
     }
+    for (int i = 0; i < L.nag; i++)
+        if (L.ag[i].answer_by && now >= L.ag[i].answer_by)
+            agent_silent(&L.ag[i]);
     for (int i = 0; i < L.nag; i++)
         if (L.ag[i].close_at && now >= L.ag[i].close_at) {
             kill(L.ag[i].pid, SIGKILL);
@@ -1724,14 +1742,17 @@ static void run_timers(uint64_t now)
 static int poll_timeout_ms(uint64_t now)
 {
     uint64_t next = UINT64_MAX;
-    uint64_t t[] = {L.timeout_at, L.nofin_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
+    uint64_t t[] = {L.timeout_at, L.term_at, L.kill_at, L.stall_at, L.agent_kill_at,
                     L.job ? 0 : L.job_by, L.hang_until};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i] && t[i] < next)
             next = t[i];
-    for (int i = 0; i < L.nag; i++)
+    for (int i = 0; i < L.nag; i++) {
         if (L.ag[i].close_at && L.ag[i].close_at < next)
             next = L.ag[i].close_at;
+        if (L.ag[i].answer_by && L.ag[i].answer_by < next)
+            next = L.ag[i].answer_by;
+    }
     if (L.retry)
         return RETRY_MS;
     if (next == UINT64_MAX)
@@ -2166,6 +2187,7 @@ static int start_agent(struct agent *a, const char *exe)
     }
     set_nonblock(from[0]);
     a->pid = pid;
+    a->answer_by = util_now_ns() + (uint64_t)(L.connect_timeout * 1e9);
     a->in = from[0];
     a->out = (struct outq){.fd = to[1]};
     return 0;
@@ -2241,8 +2263,10 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], AGENT_FLAG))
         L.role = ROLE_AGENT;
-    else
+    else {
         parse_args(argc, argv);
+        check_settings();
+    }
     static struct host *hosts; /* the agents name their host from it until exit */
     int nhosts = 0;
     if (L.role == ROLE_HEAD) {
