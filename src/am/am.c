@@ -498,6 +498,22 @@ int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size
     return am_reply_sent(f, am_send(f->src, AM_REP, handler, 0, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
 }
 
+int am_send_medium(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                   unsigned nargs, const uint64_t *args)
+{
+    return am_send(dest, cls, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+}
+
+int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
+                   const uint64_t *args)
+{
+    struct am_frame *f = am_reply_frame(tok);
+    if (!f)
+        return am_rule_violation("an internal reply");
+    size_t done = 0;
+    return am_reply_sent(f, am_large_send(f->src, AM_REP, handler, 0, src, nbytes, nargs, args, &done));
+}
+
 int shoal_token_source(shoal_token_t tok)
 {
     const struct am_frame *f = am_frame_of(tok);
@@ -543,6 +559,7 @@ int am_init(int rank, int nranks)
     const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
+    am_large_init();
     return SHOAL_OK;
 }
 
@@ -559,6 +576,7 @@ void am_fini(void)
 {
     hang_fini();
     am_seg_fini();
+    am_large_fini();
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */
     if (am.shm)

@@ -26,7 +26,7 @@ enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
  * travel in messages: docs/RMA.md and docs/CRL.md list them). */
 #define AM_INTERNAL_BASE SHOAL_AM_MAX_HANDLERS
 #define AM_LAYER_HANDLERS 16u
-enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCKS };
+enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCK_AM, AM_BLOCKS };
 #define AM_LAYER_BASE(block) (AM_INTERNAL_BASE + (block) * AM_LAYER_HANDLERS)
 _Static_assert(AM_LAYER_BASE(AM_BLOCKS) <= AM_MAX_INDEX, "the layers' handler blocks fit the table");
 void am_register_internal(unsigned index, shoal_handler_t fn);
@@ -36,6 +36,30 @@ int am_request_internal(int dest, unsigned handler, unsigned flags, const void *
                         unsigned nargs, const uint64_t *args);
 int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
                       const uint64_t *args);
+
+/* ---- mediums of any size, for the layers above (large.c) --------------
+ * A payload that does not fit one message to dest travels as pieces, each
+ * an internal medium of the same class on the same channel (docs/WIRE.md
+ * §10.6); the handler runs once, with the whole payload, where the last
+ * piece arrives.  So the message counts as sent when its last piece is:
+ * it runs after everything this rank sent dest on that channel before the
+ * call completed (small messages sent meanwhile may run before it).  At
+ * most nargs <= AM_LARGE_MAX_ARGS, nbytes <= am_large_max() (SHOAL_ETOOBIG).
+ * One large request per destination is in pieces at a time: another waits
+ * (SHOAL_EAGAIN with SHOAL_IMMEDIATE, having sent nothing). */
+#define AM_LARGE_MAX_ARGS (SHOAL_AM_MAX_ARGS - 3)
+size_t am_large_max(void);
+/* *done: bytes sent so far, 0 for a new message.  SHOAL_IMMEDIATE sends
+ * what fits now and returns SHOAL_EAGAIN if some is left: call again with
+ * the same arguments and *done before sending dest another large request.
+ * Without it, waits for room (running every handler) until all is sent. */
+int am_request_large(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes, unsigned nargs,
+                     const uint64_t *args, size_t *done);
+/* A reply of any size from an internal request handler: waits for room
+ * running only reply handlers, as every reply does, so it never needs the
+ * requester to make room on its request side. */
+int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
+                   const uint64_t *args);
 
 /* Maps the shared-memory rings (collective) and sets up the handler table. */
 int am_init(int rank, int nranks);

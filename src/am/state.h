@@ -62,6 +62,16 @@ static inline void am_thread_note(const char *call)
 void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
                     size_t n);
 
+/* One medium message of class cls, as every send makes it (large.c's pieces). */
+int am_send_medium(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                   unsigned nargs, const uint64_t *args);
+/* Sends a large message of class cls (large.c; am_reply_large's core). */
+int am_large_send(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                  unsigned nargs, const uint64_t *args, size_t *done);
+/* large.c's table and handler (from am_init), and its buffers (am_fini). */
+void am_large_init(void);
+void am_large_fini(void);
+
 /* hang_describe_fn for a send that waits for room to w->peer (value: the
  * class); am_net.c's window waits use it too. */
 struct hang_wait;

@@ -100,6 +100,7 @@ void coll_init(void)
     am_register_internal(COLL_H_QUERY, coll_query);
     coll_bcast_init();
     coll_reduce_init();
+    coll_ordered_init();
 }
 
 void coll_fini(void)
@@ -109,6 +110,7 @@ void coll_fini(void)
     memset(&bb, 0, sizeof bb);
     coll_bcast_fini();
     coll_reduce_fini();
+    coll_ordered_fini();
     coll_tree_fini();
     coll_seq_fini();
 }

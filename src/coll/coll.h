@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 /* ---- the identity of every collective (seq.c) ---- */
-enum coll_kind { COLL_KIND_BARRIER = 1, COLL_KIND_BCAST, COLL_KIND_REDUCE };
+enum coll_kind { COLL_KIND_BARRIER = 1, COLL_KIND_BCAST, COLL_KIND_REDUCE, COLL_KIND_OBARRIER, COLL_KIND_OBCAST };
 /* A collective of kind k starts: its number, one more than the last (of
  * any kind); it ends the job if a message already said another rank called
  * another kind as this number. */
@@ -26,6 +26,24 @@ void coll_seq_fini(void);
 /* Who raises this rank's shm barrier flag of round `round`, or -1 (none,
  * or a flag that comes by message). */
 int coll_flag_writer(unsigned round);
+
+/* ---- collectives whose messages travel on the am request channels,
+ * for the layers above (ordered.c) ---- */
+/* A barrier of messages only: the message rank a sends rank b runs after
+ * every request a handed am for b before the call (what is queued above am
+ * is the caller's to drain first).  With two ranks, a rank leaves only once
+ * the other's earlier requests have run here.  Dissemination, ceil(log2 n)
+ * rounds; numbered and checked as every collective. */
+int coll_barrier_ordered(void);
+/* A broadcast whose receivers need not name the root: the root passes its
+ * own rank, every other rank -1.  The payload goes down coll's tree as one
+ * am_request_large per edge, so any size up to am_large_max() works (a
+ * root's larger n: SHOAL_ETOOBIG, nothing sent).  SHOAL_OK; on a receiver whose n is not the root's, SHOAL_EINVAL with
+ * *from and *sent (the root and its n) set, buf untouched and nothing
+ * forwarded (the caller ends the job naming its own call). */
+int coll_bcast_any(void *buf, size_t n, int root, int *from, size_t *sent);
+void coll_ordered_init(void);
+void coll_ordered_fini(void);
 
 /* Registers the collectives' internal handlers (after am_init). */
 void coll_init(void);

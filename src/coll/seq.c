@@ -33,7 +33,9 @@ static struct {
 static const char *coll_call_name(enum coll_kind k)
 {
     static const char *const names[] = {[COLL_KIND_BARRIER] = "shoal_barrier", [COLL_KIND_BCAST] = "shoal_broadcast",
-                                        [COLL_KIND_REDUCE] = "shoal_reduce"};
+                                        [COLL_KIND_REDUCE] = "shoal_reduce",
+                                        [COLL_KIND_OBARRIER] = "the ordered barrier (rgn_barrier)",
+                                        [COLL_KIND_OBCAST] = "the broadcast from any root (rgn_bcast)"};
     return names[k];
 }
 

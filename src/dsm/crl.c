@@ -447,7 +447,6 @@ void crl_exit(void)
             dsm_barrier();
         }
     dsm.closed = 1;
-    dsm_coll_fini();
     dsm_wire_fini();
     dsm_cosmos_stop(&dsm.node); /* a failed trace write was logged naming the file */
     dsm_node_fini(&dsm.node);

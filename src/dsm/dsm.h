@@ -14,34 +14,18 @@
 
 /* Internal AM handlers: dsm's block (am.h). */
 #define DSM_H_PROTO (AM_LAYER_BASE(AM_BLOCK_DSM) + 0) /* a protocol or mapping message */
-#define DSM_H_FRAG (AM_LAYER_BASE(AM_BLOCK_DSM) + 1)  /* leading piece of a payload above the medium limit */
-#define DSM_H_COLL (AM_LAYER_BASE(AM_BLOCK_DSM) + 2)  /* barrier, broadcast, reduction */
-#define DSM_H_WAKE (AM_LAYER_BASE(AM_BLOCK_DSM) + 3)  /* to self: drain the outbox from any poll */
+#define DSM_H_WAKE (AM_LAYER_BASE(AM_BLOCK_DSM) + 1)  /* to self: drain the outbox from any poll */
 
-#define DSM_WIRE_ARGS 4
+#define DSM_WIRE_ARGS 3
 
-/* A message the rings had no room for, kept (with a copy of its payload)
- * until a later progress call sends it; order per sender is kept. */
+/* A message the rings had no room for (or for only some of its pieces),
+ * kept with a copy of its payload until later progress calls send the
+ * rest; order per sender is kept. */
 struct dsm_outgoing {
     struct dsm_outgoing *next;
     uint32_t dst, handler;
     uint64_t args[DSM_WIRE_ARGS];
-    size_t len;
-    unsigned char data[];
-};
-
-/* A payload being reassembled from a sender's fragments. */
-struct dsm_reassembly {
-    unsigned char *buf;
-    size_t len, cap;
-};
-
-/* A collective message that arrived before its call wanted it. */
-struct dsm_coll_msg {
-    struct dsm_coll_msg *next;
-    uint32_t kind, src, root;
-    uint64_t seq;
-    size_t len;
+    size_t len, done; /* done: bytes already sent */
     unsigned char data[];
 };
 
@@ -52,15 +36,11 @@ struct dsm_glue {
     struct dsm_node node;
     struct dsm_outgoing *out_head, *out_tail;
     int wake_armed; /* a DSM_H_WAKE to self is on its way */
-    struct dsm_reassembly *reasm; /* [nranks] */
-    size_t chunk;                 /* largest payload of one message */
     /* unmapped region cache (§4.5) */
     struct dsm_region **urc;
     uint32_t urc_size, urc_count, urc_scan;
     /* global operations */
     uint32_t starts_since_poll;
-    uint64_t coll_seq;
-    struct dsm_coll_msg *coll_pending;
     /* SHOAL_CRL_STATS=1 */
     int timing;
     uint64_t ns_ops, ns_map;
@@ -72,10 +52,10 @@ extern struct dsm_glue dsm;
 /* Transport (wire.c). */
 void dsm_wire_init(void);
 void dsm_wire_fini(void);
-/* Sends a message now when the rings have room, else queues it (never
- * blocks, so handlers may call it).  flags SHOAL_MORE: more sends follow at
- * once (over the network it waits for them, or for the next poll); the
- * fragments of a payload above the medium limit always leave together. */
+/* Sends a message of any size now when the rings have room, else queues
+ * it, or what am could not send of it (never blocks, so handlers may call
+ * it).  flags SHOAL_MORE: more sends follow at once (over the network it
+ * waits for them, or for the next poll). */
 void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const void *data, size_t len,
                    unsigned flags);
 /* The engine's send callback. */
@@ -99,8 +79,6 @@ static inline void dsm_check_init(const char *call)
 }
 
 /* Global operations (coll.c). */
-void dsm_coll_arrived(uint32_t src, const uint64_t *args, const void *data, size_t len);
-void dsm_coll_fini(void);
 void dsm_barrier(void);
 
 #endif

@@ -67,6 +67,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
                        "1: a rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints the signal, the faulting address and a backtrace (symbolized by addr2line where binutils is installed) before it dies of the signal; 0: no report. Either way a crash ends the rank by its signal, also where a library (libfabric's psm) installed a handler that would make it an ordinary exit; signals the program handles itself are never touched"},
+    [CFG_AM_LARGE_MAX] = {"SHOAL_AM_LARGE_MAX", "1G",
+                          "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes; 4096 to 1T)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -161,6 +163,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return parse_int(v, &n) ? -1 : 0;
     case CFG_SHM_MEDIUM_MAX:
         return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN) ? -1 : 0;
+    case CFG_AM_LARGE_MAX:
+        return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN || n > (1ll << 40)) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
     case CFG_COSMOS_DEPTH:

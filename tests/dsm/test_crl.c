@@ -139,12 +139,13 @@ static void test_sizes(void)
 /* ---- coll: broadcast from every root (small and fragmented), reductions */
 static void test_coll(void)
 {
-    size_t big = 200000;
-    unsigned char *buf = malloc(big);
+    /* above the medium limit, and many times it (am's pieces) */
+    static const size_t sizes[] = {40, 200000, (3u << 20) + 5};
+    unsigned char *buf = malloc(sizes[2]);
     CHECK(buf, "malloc");
     for (unsigned root = 0; root < np; root++) {
-        for (int pass = 0; pass < 2; pass++) {
-            size_t n = pass ? big : 40;
+        for (int pass = 0; pass < 3; pass++) {
+            size_t n = sizes[pass];
             if (me == root) {
                 for (size_t i = 0; i < n; i++)
                     buf[i] = pat(root, i);
