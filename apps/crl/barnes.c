@@ -2,9 +2,12 @@
  * the algorithm.
  *
  *   shoalrun -n 2 crl_barnes [--bodies=4096] [--steps=4] [--theta=0.7]
- *                            [--dt=0.025] [--epsilon=0.05] [--check]
+ *                            [--dt=0.025] [--epsilon=0.05] [--fine] [--check]
  *   crl_barnes_null [same options]       (the sequential baseline)
  *
+ * --fine: the thesis's granularity (for Cosmos traces): the force walks
+ * take a read operation on every tree node they visit, instead of one
+ * private copy per node and step (barnes_sim.c).
  * Prints the mean time of the steps after the second, the final total
  * energy and a checksum of the positions.  --check (rank 0):
  *   - the tree accelerations at the final positions of SAMPLE bodies
@@ -114,14 +117,16 @@ int main(int argc, char **argv)
         {"dt", 0.025, "time step"},
         {"epsilon", 0.05, "softening length"},
         {"check", 0, "verify the result (rank 0)"},
+        {"fine", 0, "a read operation per visited tree node (the thesis's granularity)"},
     };
-    app_parse(argc, argv, opts, 6);
+    app_parse(argc, argv, opts, 7);
     struct barnes_params p = {
         .bodies = (int)opts[0].value,
         .steps = (int)opts[1].value,
         .theta = opts[2].value,
         .dt = opts[3].value,
         .epsilon = opts[4].value,
+        .fine = opts[6].value != 0,
     };
     if (p.bodies < SAMPLE || p.steps < 1 || !(p.theta > 0)) {
         fprintf(stderr, "%s: needs at least %d bodies, 1 step and theta > 0\n", argv[0], SAMPLE);
@@ -136,9 +141,9 @@ int main(int argc, char **argv)
     }
     SIM_ENTRY(barnes_run)(&p, &r);
     if (root) {
-        printf("barnes build=%s procs=%u bodies=%d steps=%d theta=%g time=%.6f cpu=%.6f energy=%.12e "
+        printf("barnes build=%s procs=%u bodies=%d steps=%d theta=%g%s time=%.6f cpu=%.6f energy=%.12e "
                "checksum=%.12e\n",
-               APP_BUILD, crl_num_nodes(), p.bodies, p.steps, p.theta, r.time.wall, r.time.cpu, r.energy[p.steps],
+               APP_BUILD, crl_num_nodes(), p.bodies, p.steps, p.theta, p.fine ? " fine" : "", r.time.wall, r.time.cpu, r.energy[p.steps],
                checksum(&p, r.state));
         if (opts[5].value != 0)
             failed = check(&p, &r);

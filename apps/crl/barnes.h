@@ -11,6 +11,7 @@ struct barnes_params {
     double theta;   /* opening criterion: a cell of size s at distance d is one body when s < theta d */
     double dt;      /* time step */
     double epsilon; /* softening length */
+    int fine;       /* the thesis's granularity: a read operation per visited tree node */
 };
 
 /* A body as the run leaves it: acc and phi from a last force computation

@@ -25,7 +25,10 @@
  * Operations are coarser than the thesis's one per visited node (~436
  * cycles of work each there, a few ns now): every node is mapped once and
  * stays mapped, and a walk reads a node through a private copy taken with
- * one read operation the first time the rank visits it in a step. */
+ * one read operation the first time the rank visits it in a step.  With
+ * params->fine (--fine, the thesis's granularity, for Cosmos traces) the
+ * walks take a read operation on every node they visit instead, with no
+ * private copies, flushes or prefetch: what the thesis's version does. */
 #include "crl_app.h"
 #include "barnes.h"
 
@@ -502,42 +505,61 @@ static void attract(const struct bh *bh, const double pos[3], double mass, const
         acc[d] += m_inv3 * r[d];
 }
 
+/* The walk's accumulators for one body. */
+struct walk {
+    double acc[3], phi;
+    uint32_t interactions;
+    rid_t stack[8 * MAX_DEPTH];
+    int top;
+};
+
+/* One visited node: a leaf's bodies attract, a far cell attracts as one
+ * body, a near cell's children are pushed. */
+static void visit(const struct bh *bh, const struct body *b, rid_t self, const union node *n, struct walk *w)
+{
+    if (n->h.kind == LEAF) {
+        for (int i = 0; i < n->leaf.count; i++)
+            if (n->leaf.member[i].body != self)
+                attract(bh, b->pos, n->leaf.member[i].mass, n->leaf.member[i].pos, w->acc, &w->phi);
+        w->interactions += (uint32_t)n->leaf.count;
+        return;
+    }
+    double size = ldexp(2 * bh->half, -n->h.depth), d2 = 0;
+    for (int d = 0; d < 3; d++)
+        d2 += (n->h.cofm[d] - b->pos[d]) * (n->h.cofm[d] - b->pos[d]);
+    if (size * size < bh->p->theta * bh->p->theta * d2) {
+        attract(bh, b->pos, n->h.mass, n->h.cofm, w->acc, &w->phi);
+        w->interactions++;
+        return;
+    }
+    for (int o = 0; o < 8; o++)
+        if (n->cell.child_kind[o] != EMPTY)
+            w->stack[w->top++] = n->cell.child[o];
+}
+
 /* Walks the tree for body b (write held), setting its acc and phi;
  * returns the number of interactions (its cost for costzones). */
 static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
 {
-    uint32_t interactions = 0;
-    rid_t stack[8 * MAX_DEPTH];
-    int top = 0;
-    double acc[3] = {0, 0, 0}, phi = 0, root_size = 2 * bh->half, theta2 = bh->p->theta * bh->p->theta;
+    struct walk w = {.top = 0};
     struct app_poll poll = bh->poll; /* a local copy stays in registers */
-    stack[top++] = bh->root;
-    while (top) {
+    w.stack[w.top++] = bh->root;
+    while (w.top) {
         app_poll(&poll);
-        const union node *n = node_copy(bh, stack[--top]);
-        if (n->h.kind == LEAF) {
-            for (int i = 0; i < n->leaf.count; i++)
-                if (n->leaf.member[i].body != self)
-                    attract(bh, b->pos, n->leaf.member[i].mass, n->leaf.member[i].pos, acc, &phi);
-            interactions += (uint32_t)n->leaf.count;
+        rid_t rid = w.stack[--w.top];
+        if (!bh->p->fine) {
+            visit(bh, b, self, node_copy(bh, rid), &w);
             continue;
         }
-        double size = ldexp(root_size, -n->h.depth), d2 = 0;
-        for (int d = 0; d < 3; d++)
-            d2 += (n->h.cofm[d] - b->pos[d]) * (n->h.cofm[d] - b->pos[d]);
-        if (size * size < theta2 * d2) {
-            attract(bh, b->pos, n->h.mass, n->h.cofm, acc, &phi);
-            interactions++;
-            continue;
-        }
-        for (int o = 0; o < 8; o++)
-            if (n->cell.child_kind[o] != EMPTY)
-                stack[top++] = n->cell.child[o];
+        union node *n = node(bh, rid);
+        rgn_start_read(n);
+        visit(bh, b, self, n, &w);
+        rgn_end_read(n);
     }
     bh->poll = poll;
-    memcpy(b->acc, acc, sizeof acc);
-    b->phi = phi;
-    return interactions;
+    memcpy(b->acc, w.acc, sizeof w.acc);
+    b->phi = w.phi;
+    return w.interactions;
 }
 
 /* The remote nodes the last step's walks read, copied before this step's
@@ -556,7 +578,7 @@ static void prefetch_remote_nodes(struct bh *bh)
 
 static void forces(struct bh *bh)
 {
-    if (bh->nranks > 1)
+    if (bh->nranks > 1 && !bh->p->fine)
         prefetch_remote_nodes(bh);
     bh->kinetic = bh->potential = 0;
     for (size_t k = bh->first; k < bh->first + bh->count; k++) {

@@ -1,9 +1,11 @@
 /* crl_lu: Blocked LU (thesis §6.2.1) on CRL regions; lu_sim.c has the
  * algorithm.
  *
- *   shoalrun -n 2 crl_lu [--n=500] [--block=10] [--check]
+ *   shoalrun -n 2 crl_lu [--n=500] [--block=10] [--fine] [--check]
  *   crl_lu_null [same options]           (the sequential baseline)
  *
+ * --fine: a CRL operation per block update, as the thesis's LU does (its
+ * granularity, for Cosmos traces), instead of one write per block.
  * Prints the factorization time and a checksum of the factors.  --check
  * (rank 0) computes the relative residual max|A - LU| / max|A| and, in the
  * CRL build, also factors the matrix again sequentially in-process and
@@ -60,7 +62,7 @@ static int check(int n, int bs, const double *lu)
            failed ? "FAILED" : "ok");
 #ifndef SHOAL_CRL_NULL
     double *reference = app_alloc((size_t)n * n * sizeof *reference);
-    lu_factor_seq(n, bs, reference);
+    lu_factor_seq(n, bs, 0, reference);
     double diff = 0;
     for (size_t i = 0; i < (size_t)n * n; i++)
         diff = fmax(diff, fabs(lu[i] - reference[i]));
@@ -82,9 +84,10 @@ int main(int argc, char **argv)
         {"n", 500, "matrix order"},
         {"block", 10, "block order (divides n)"},
         {"check", 0, "verify the factors (rank 0)"},
+        {"fine", 0, "a CRL operation per block update (the thesis's granularity)"},
     };
-    app_parse(argc, argv, opts, 3);
-    int n = (int)opts[0].value, bs = (int)opts[1].value, checking = opts[2].value != 0;
+    app_parse(argc, argv, opts, 4);
+    int n = (int)opts[0].value, bs = (int)opts[1].value, checking = opts[2].value != 0, fine = opts[3].value != 0;
     if (n <= 0 || bs <= 0 || n % bs) {
         fprintf(stderr, "%s: the block order must divide the matrix order (n=%d block=%d)\n", argv[0], n, bs);
         return 2;
@@ -92,11 +95,11 @@ int main(int argc, char **argv)
     crl_init();
     int root = crl_self_addr() == 0;
     double *lu = root ? app_alloc((size_t)n * n * sizeof *lu) : NULL;
-    struct app_time time = SIM_ENTRY(lu_factor)(n, bs, lu);
+    struct app_time time = SIM_ENTRY(lu_factor)(n, bs, fine, lu);
     int failed = 0;
     if (root) {
-        printf("lu build=%s procs=%u n=%d block=%d time=%.6f cpu=%.6f checksum=%.12e\n", APP_BUILD,
-               crl_num_nodes(), n, bs, time.wall, time.cpu, checksum(n, lu));
+        printf("lu build=%s procs=%u n=%d block=%d%s time=%.6f cpu=%.6f checksum=%.12e\n", APP_BUILD,
+               crl_num_nodes(), n, bs, fine ? " fine" : "", time.wall, time.cpu, checksum(n, lu));
         if (checking)
             failed = check(n, bs, lu);
         fflush(stdout);

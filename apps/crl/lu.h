@@ -23,9 +23,10 @@ static inline double lu_input(int n, int i, int j)
 /* Factors the n x n input in place in bs x bs blocks, one region per block
  * (collective).  Rank 0 receives the factors in lu (n * n doubles,
  * row-major: L strictly below the diagonal with its unit diagonal implied,
- * U on and above); other ranks pass NULL.  Returns the factorization's
- * time (region creation, the input and the gather excluded). */
-struct app_time lu_factor_crl(int n, int bs, double *lu);
-struct app_time lu_factor_seq(int n, int bs, double *lu);
+ * U on and above); other ranks pass NULL.  fine: an operation per block
+ * update, the thesis's granularity.  Returns the factorization's time
+ * (region creation, the input and the gather excluded). */
+struct app_time lu_factor_crl(int n, int bs, int fine, double *lu);
+struct app_time lu_factor_seq(int n, int bs, int fine, double *lu);
 
 #endif

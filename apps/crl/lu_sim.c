@@ -26,7 +26,16 @@
  * work per operation), so an operation or a map per update would cost as
  * much as the work.  Besides the one write per block, each rank reads row
  * and column k and the diagonal block k+1 once per step, and every block is
- * mapped at start and stays mapped. */
+ * mapped at start and stays mapped.
+ *
+ * With `fine` (--fine, the thesis's granularity, for Cosmos traces that
+ * resemble its own, docs/CRL_APPS.md) every block update and every finish
+ * is its own operations: a write on the block and reads of the blocks it
+ * uses, ended at once.  Writes no longer hold blocks between updates, so
+ * the steps synchronize as the thesis's do, with two barriers each:
+ * factor the diagonal block k, barrier, solve row and column k against
+ * it, barrier, update the trailing blocks.  Each block sees the same
+ * operations in the same order, so the factors are the same. */
 #include "crl_app.h"
 #include "lu.h"
 
@@ -39,6 +48,7 @@ struct lu {
     double **blocks;     /* mapped blocks (NULL: not yet) */
     const double **row, **column; /* read operations in progress: A(k,j), A(i,k) */
     const double *diag;  /* and on the diagonal block A(k+1,k+1), or NULL */
+    int fine;            /* an operation per block update (the thesis's granularity) */
     struct app_poll poll;
 };
 
@@ -226,6 +236,66 @@ static void step(struct lu *lu, int k)
     end_reads(lu);
 }
 
+/* --fine: block (i,j) of mine, a write operation around `kernel` reading
+ * blocks `a` and, if not NULL, `b` (each under a read operation). */
+static void fine_op(struct lu *lu, int i, int j, int ai, int aj, int bi, int bj,
+                    void (*kernel)(struct lu *lu, double *c, const double *a, const double *b))
+{
+    double *c = block(lu, i, j);
+    rgn_start_write(c);
+    const double *a = ai >= 0 ? start_read(lu, ai, aj) : NULL;
+    const double *b = bi >= 0 ? start_read(lu, bi, bj) : NULL;
+    kernel(lu, c, a, b);
+    if (b)
+        rgn_end_read((void *)b);
+    if (a)
+        rgn_end_read((void *)a);
+    rgn_end_write(c);
+    app_poll(&lu->poll);
+}
+
+static void fine_factor(struct lu *lu, double *c, const double *a, const double *b)
+{
+    (void)a, (void)b;
+    factor_diagonal(c, lu->bs);
+}
+
+static void fine_solve_row(struct lu *lu, double *c, const double *diag, const double *b)
+{
+    (void)b;
+    solve_row_block(diag, c, lu->bs);
+}
+
+static void fine_solve_column(struct lu *lu, double *c, const double *diag, const double *b)
+{
+    (void)b;
+    solve_column_block(diag, c, lu->bs);
+}
+
+static void fine_update(struct lu *lu, double *c, const double *a, const double *b)
+{
+    multiply_subtract(c, a, b, lu->bs);
+}
+
+/* The thesis's step k at its granularity (see the top of the file). */
+static void fine_step(struct lu *lu, int k)
+{
+    if (mine(lu, k, k))
+        fine_op(lu, k, k, -1, -1, -1, -1, fine_factor);
+    rgn_barrier();
+    if ((unsigned)k % lu->prow == lu->my_row)
+        for (int j = first_mine(k + 1, lu->my_col, lu->pcol); j < lu->nb; j += (int)lu->pcol)
+            fine_op(lu, k, j, k, k, -1, -1, fine_solve_row);
+    if ((unsigned)k % lu->pcol == lu->my_col)
+        for (int i = first_mine(k + 1, lu->my_row, lu->prow); i < lu->nb; i += (int)lu->prow)
+            fine_op(lu, i, k, k, k, -1, -1, fine_solve_column);
+    rgn_barrier();
+    int col0 = first_mine(k + 1, lu->my_col, lu->pcol);
+    for (int i = first_mine(k + 1, lu->my_row, lu->prow); i < lu->nb; i += (int)lu->prow)
+        for (int j = col0; j < lu->nb; j += (int)lu->pcol)
+            fine_op(lu, i, j, i, k, k, j, fine_update);
+}
+
 /* The grid prow x pcol = nranks with prow the largest divisor <= sqrt,
  * and my place in it. */
 static void choose_grid(struct lu *lu, unsigned nranks)
@@ -257,6 +327,8 @@ static void create_blocks(struct lu *lu)
             for (int i = 0; i < lu->bs; i++)
                 for (int j = 0; j < lu->bs; j++)
                     a[i * lu->bs + j] = lu_input(lu->n, bi * lu->bs + i, bj * lu->bs + j);
+            if (lu->fine)
+                rgn_end_write(a);
         }
     app_share_rids(lu->rids, owner, nblocks);
     for (int bi = 0; bi < lu->nb; bi++) /* map misses stay out of the timed part */
@@ -277,9 +349,10 @@ static void gather(struct lu *lu, double *out)
         }
 }
 
-struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
+struct app_time SIM_ENTRY(lu_factor)(int n, int bs, int fine, double *out)
 {
-    struct lu lu = {.n = n, .bs = bs, .nb = n / bs, .me = crl_self_addr(), .poll = app_poll_init(POLL_EVERY_BLOCKS)};
+    struct lu lu = {.n = n, .bs = bs, .nb = n / bs, .me = crl_self_addr(), .fine = fine,
+                    .poll = app_poll_init(POLL_EVERY_BLOCKS)};
     size_t nblocks = (size_t)lu.nb * lu.nb;
     lu.rids = app_alloc(nblocks * sizeof *lu.rids);
     lu.blocks = app_alloc(nblocks * sizeof *lu.blocks);
@@ -289,8 +362,8 @@ struct app_time SIM_ENTRY(lu_factor)(int n, int bs, double *out)
     create_blocks(&lu);
     rgn_barrier();
     struct app_time start = app_clock(), elapsed = {0, 0};
-    for (int k = -1; k < lu.nb - 1; k++)
-        step(&lu, k);
+    for (int k = fine ? 0 : -1; k < lu.nb - (fine ? 0 : 1); k++)
+        fine ? fine_step(&lu, k) : step(&lu, k);
     rgn_barrier();
     app_add_since(&elapsed, start);
     if (out)

@@ -1,9 +1,12 @@
 /* crl_water: Water (thesis §6.2.2) on CRL regions; water_sim.c has the
  * algorithm and the model.
  *
- *   shoalrun -n 2 crl_water [--molecules=512] [--steps=3] [--reduce] [--check]
+ *   shoalrun -n 2 crl_water [--molecules=512] [--steps=3] [--reduce] [--fine] [--check]
  *   crl_water_null [same options]        (the sequential baseline)
  *
+ * --fine: the thesis's granularity (for Cosmos traces): a read operation on
+ * both molecules of every pair, and none of the copies and flushes this
+ * version adds by hand (water_sim.c).
  * Prints the mean time of the steps after the first, the last step's total
  * energy and a checksum of the positions.  --check (rank 0): the total
  * energy must stay within ENERGY_DRIFT of its first value, and in the CRL
@@ -101,10 +104,11 @@ int main(int argc, char **argv)
         {"steps", 3, "time steps"},
         {"reduce", 0, "global sums by rgn_reduce_dadd instead of regions"},
         {"check", 0, "verify the result (rank 0)"},
+        {"fine", 0, "operations per molecule pair (the thesis's granularity)"},
     };
-    app_parse(argc, argv, opts, 4);
-    struct water_params p = {
-        .molecules = (int)opts[0].value, .steps = (int)opts[1].value, .use_reductions = opts[2].value != 0};
+    app_parse(argc, argv, opts, 5);
+    struct water_params p = {.molecules = (int)opts[0].value, .steps = (int)opts[1].value,
+                             .use_reductions = opts[2].value != 0, .fine = opts[4].value != 0};
     if (p.molecules < 2 || p.steps < 1) {
         fprintf(stderr, "%s: needs at least 2 molecules and 1 step\n", argv[0]);
         return 2;
@@ -118,9 +122,10 @@ int main(int argc, char **argv)
     }
     SIM_ENTRY(water_run)(&p, &r);
     if (root) {
-        printf("water build=%s procs=%u molecules=%d steps=%d sums=%s time=%.6f cpu=%.6f energy=%.10e "
+        printf("water build=%s procs=%u molecules=%d steps=%d sums=%s%s time=%.6f cpu=%.6f energy=%.10e "
                "checksum=%.12e\n",
                APP_BUILD, crl_num_nodes(), p.molecules, p.steps, p.use_reductions ? "reduce" : "regions",
+               p.fine ? " fine" : "",
                r.time.wall, r.time.cpu, total_energy(&r.energy[p.steps - 1]), checksum(&p, r.positions));
         if (opts[3].value != 0)
             failed = check(&p, &r);

@@ -10,6 +10,7 @@ struct water_params {
     int molecules;
     int steps;
     int use_reductions; /* global sums by rgn_reduce_dadd instead of the three sum regions */
+    int fine;           /* the thesis's granularity: read operations per molecule pair, no hand-made flushes */
 };
 
 /* The global sums of one time step. */

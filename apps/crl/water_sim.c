@@ -26,6 +26,13 @@
  * Before the first step one force computation gives the initial
  * accelerations (untimed, like the set-up).
  *
+ * With `fine` (--fine, the thesis's granularity, for Cosmos traces) the
+ * pair phase takes a read operation on both molecules of every pair, as
+ * the thesis's Water does, instead of copying the positions once; and the
+ * hand-made tuning goes (the exclusive copies where a rank alone adds
+ * forces, the flushes after the force and sum additions), leaving to the
+ * protocol what the thesis left to it.
+ *
  * The model: three sites, flexible (harmonic O-H bonds and H-H spring),
  * SPC-like charges, oxygen-oxygen Lennard-Jones, pairs switched off
  * smoothly towards half the box on the oxygen distance (minimum image).
@@ -75,6 +82,7 @@ struct water {
     double *kinetic_sum;              /* x, y, z */
     double *virial_sum;
     struct water_energy local;        /* my part of this step's sums */
+    int fine;                         /* the thesis's granularity */
     unsigned char *sole_adder;        /* [n]: I am the only rank but its owner to add forces to it */
     struct app_poll poll;
 };
@@ -336,17 +344,32 @@ static void copy_sites(struct water *w)
     }
 }
 
+/* --fine: one pair under read operations on both molecules. */
+static void interact_pair(struct water *w, size_t i, size_t j)
+{
+    const struct molecule *a = w->mol[i], *b = w->mol[j];
+    rgn_start_read((void *)a);
+    rgn_start_read((void *)b);
+    interact(w, a->f[0], b->f[0], w->force[i], w->force[j], &w->local);
+    rgn_end_read((void *)b);
+    rgn_end_read((void *)a);
+}
+
 /* Molecule i meets i+1 .. i+n/2 (mod n); for even n the pair at distance
  * n/2 is met from its lower end only. */
 static void interact_mine(struct water *w)
 {
     int n = w->n;
-    copy_sites(w);
+    if (!w->fine)
+        copy_sites(w);
     for (size_t i = w->first; i < w->first + w->count; i++) {
         int last = n % 2 == 0 && (int)i >= n / 2 ? n / 2 - 1 : n / 2;
         for (int d = 1; d <= last; d++) {
             size_t j = (i + (size_t)d) % (size_t)n;
-            interact(w, w->sites[i], w->sites[j], w->force[i], w->force[j], &w->local);
+            if (w->fine)
+                interact_pair(w, i, j);
+            else
+                interact(w, w->sites[i], w->sites[j], w->force[i], w->force[j], &w->local);
             app_poll(&w->poll);
         }
     }
@@ -376,7 +399,8 @@ static void add_forces_to_others(struct water *w)
         rgn_start_write(w->mol[j]);
         add_force(w, j);
         rgn_end_write(w->mol[j]);
-        rgn_flush(w->mol[j]);
+        if (!w->fine)
+            rgn_flush(w->mol[j]);
     }
 }
 
@@ -396,13 +420,14 @@ static void correct_mine(struct water *w, double kinetic[3])
 /* Flushed at once, so that rank 0 (their home) takes the sums without an
  * invalidation each that would wait for this rank to poll: it computes the
  * next step's predictions meanwhile (~50 us per region at 2 processes). */
-static void add_to_region(double *region, const double *values, int count)
+static void add_to_region(const struct water *w, double *region, const double *values, int count)
 {
     rgn_start_write(region);
     for (int i = 0; i < count; i++)
         region[i] += values[i];
     rgn_end_write(region);
-    rgn_flush(region);
+    if (!w->fine)
+        rgn_flush(region);
 }
 
 /* Rank 0: reads this step's totals out of the sum regions and zeroes them
@@ -442,9 +467,9 @@ static void publish_sums(struct water *w, const double kinetic[3], struct water_
             *out = total;
     } else {
         double potential[3] = {e->intra, e->lj, e->coulomb};
-        add_to_region(w->potential_sum, potential, 3);
-        add_to_region(w->kinetic_sum, kinetic, 3);
-        add_to_region(w->virial_sum, &e->virial, 1);
+        add_to_region(w, w->potential_sum, potential, 3);
+        add_to_region(w, w->kinetic_sum, kinetic, 3);
+        add_to_region(w, w->virial_sum, &e->virial, 1);
         rgn_barrier();
         if (out)
             take_region_sums(w, out);
@@ -533,7 +558,7 @@ static void gather_positions(const struct water *w, double *out)
 void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result *result)
 {
     struct water w = {.n = params->molecules, .use_reductions = params->use_reductions, .me = crl_self_addr(),
-                      .poll = app_poll_init(POLL_EVERY_PAIRS)};
+                      .fine = params->fine, .poll = app_poll_init(POLL_EVERY_PAIRS)};
     w.box = cbrt(w.n / DENSITY);
     w.cutoff2 = w.box * w.box / 4;
     w.switch2 = SWITCH_START * SWITCH_START * w.cutoff2;

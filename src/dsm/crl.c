@@ -369,6 +369,8 @@ static void print_stats(void)
     double t_ops = (double)dsm.ns_ops * 1e-6, t_map = (double)dsm.ns_map * 1e-6;
     OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", t_ops, t_map, total - t_ops - t_map,
         total);
+    n += (size_t)dsm_cosmos_describe(&dsm.node, buf + (n < sizeof buf ? n : sizeof buf),
+                                     n < sizeof buf ? sizeof buf - n : 0);
 #undef OUT
     fputs(buf, stdout);
     fflush(stdout);
@@ -376,16 +378,29 @@ static void print_stats(void)
 
 /* ---- init and exit ------------------------------------------------------------------ */
 
-/* SHOAL_COSMOS_TRACE=DIR: this rank's coherence messages to its trace file. */
-static void cosmos_trace_begin(void)
+/* SHOAL_COSMOS_TRACE=DIR: this rank's coherence messages to its trace
+ * file; SHOAL_COSMOS=1: the predictor on them, in-line. */
+static void cosmos_begin(void)
 {
     const char *dir = util_config_str(CFG_COSMOS_TRACE);
-    if (!dir[0])
+    struct dsm_cosmos_cfg cfg = {
+        .trace_dir = dir[0] ? dir : NULL,
+        .job = boot_job_id(),
+        .predict = util_config_int(CFG_COSMOS) == 1,
+        .pred = {.depth = (unsigned)util_config_int(CFG_COSMOS_DEPTH),
+                 .filter = (unsigned)util_config_int(CFG_COSMOS_FILTER),
+                 .sender_index = util_config_int(CFG_COSMOS_SENDER_INDEX) == 1},
+        .timing = dsm.timing,
+    };
+    if (!cfg.trace_dir && !cfg.predict)
         return;
-    int rc = dsm_observe_trace_start(&dsm.node, dir, boot_job_id());
-    if (rc != SHOAL_OK)
+    int rc = dsm_cosmos_start(&dsm.node, &cfg);
+    if (rc != SHOAL_OK && cfg.trace_dir)
         shoal_abort(1, "crl: rank %u: SHOAL_COSMOS_TRACE=%s: cannot write this rank's trace there (%s)",
                     dsm.node.rank, dir, shoal_strerror(rc));
+    if (rc != SHOAL_OK)
+        shoal_abort(1, "crl: rank %u: SHOAL_COSMOS=1: cannot make the predictor (%s)", dsm.node.rank,
+                    shoal_strerror(rc));
 }
 
 void crl_init(void)
@@ -411,7 +426,7 @@ void crl_init(void)
     if (!dsm.urc)
         shoal_abort(1, "crl: out of memory for the unmapped region cache");
     dsm.timing = util_config_int(CFG_CRL_STATS) == 1;
-    cosmos_trace_begin();
+    cosmos_begin();
     dsm_wire_init();
     dsm.initialized = 1;
     /* no rank sends a dsm message before every rank has its handlers */
@@ -433,7 +448,7 @@ void crl_exit(void)
         }
     dsm.closed = 1;
     dsm_wire_fini();
-    dsm_observe_trace_stop(&dsm.node); /* a failed write was logged naming the file */
+    dsm_cosmos_stop(&dsm.node); /* a failed trace write was logged naming the file */
     dsm_node_fini(&dsm.node);
     free(dsm.urc);
     dsm.urc = NULL;

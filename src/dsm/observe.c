@@ -2,9 +2,11 @@
  * the role and cause of each, and the trace sink (docs/COSMOS_TRACE.md). */
 #include "dsm/observe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "shoal.h"
+#include "util/util.h"
 
 unsigned dsm_cosmos_type(enum dsm_msg_type t)
 {
@@ -91,36 +93,108 @@ void dsm_observe_mark_slow(struct dsm_node *node, unsigned kind)
     o->fn(o->ctx, &rec);
 }
 
-/* ---- the trace sink ---------------------------------------------------------- */
+/* ---- the glue's sink: trace file and online predictor ------------------------ */
 
-static void to_trace(void *ctx, const struct cosmos_rec *rec)
+struct dsm_cosmos {
+    struct dsm_observer obs; /* first: node->observer points here */
+    struct cosmos_trace_w *trace;
+    struct cosmos_pred *pred[2]; /* by role: remote, home */
+    struct cosmos_cfg pred_cfg;
+    int timing;
+    uint64_t ns, clock_ns; /* time in cosmos_observe; one clock read pair's own cost */
+};
+
+static void cosmos_sink(void *ctx, const struct cosmos_rec *rec)
 {
-    cosmos_trace_put(ctx, rec);
+    struct dsm_cosmos *c = ctx;
+    if (c->trace)
+        cosmos_trace_put(c->trace, rec);
+    if (!c->pred[0] || rec->role == COSMOS_ROLE_MARKER)
+        return;
+    uint64_t t0 = c->timing ? util_now_ns() : 0;
+    cosmos_observe(c->pred[rec->role], rec->block, rec->sender, rec->type);
+    if (c->timing)
+        c->ns += util_now_ns() - t0;
 }
 
-int dsm_observe_trace_start(struct dsm_node *node, const char *dir, uint64_t job)
+/* The least of many back-to-back clock read pairs: what the timing adds to
+ * each message, subtracted from the cost reported. */
+static uint64_t clock_pair_ns(void)
 {
-    struct cosmos_trace_w *w;
-    int rc = cosmos_trace_open_write(dir, job, (int)node->rank, (int)node->nranks, &w);
-    if (rc != SHOAL_OK)
-        return rc;
-    struct dsm_observer *o = calloc(1, sizeof *o);
-    if (!o) {
-        cosmos_trace_close(w);
-        return SHOAL_ENOMEM;
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t t0 = util_now_ns(), d = util_now_ns() - t0;
+        best = d < best ? d : best;
     }
-    *o = (struct dsm_observer){.fn = to_trace, .ctx = w};
-    node->observer = o;
+    return best;
+}
+
+static void cosmos_free(struct dsm_cosmos *c)
+{
+    for (int side = 0; side < 2; side++)
+        cosmos_destroy(c->pred[side]);
+    free(c);
+}
+
+int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg)
+{
+    struct dsm_cosmos *c = calloc(1, sizeof *c);
+    if (!c)
+        return SHOAL_ENOMEM;
+    *c = (struct dsm_cosmos){.obs = {.fn = cosmos_sink, .ctx = c}, .pred_cfg = cfg->pred, .timing = cfg->timing};
+    int rc = SHOAL_OK;
+    for (int side = 0; cfg->predict && side < 2 && rc == SHOAL_OK; side++)
+        rc = cosmos_create(&cfg->pred, &c->pred[side]);
+    if (rc == SHOAL_OK && cfg->trace_dir)
+        rc = cosmos_trace_open_write(cfg->trace_dir, cfg->job, (int)node->rank, (int)node->nranks, &c->trace);
+    if (rc != SHOAL_OK) {
+        cosmos_free(c);
+        return rc;
+    }
+    if (c->timing && c->pred[0])
+        c->clock_ns = clock_pair_ns();
+    node->observer = &c->obs;
     return SHOAL_OK;
 }
 
-int dsm_observe_trace_stop(struct dsm_node *node)
+int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap)
 {
-    struct dsm_observer *o = node->observer;
-    if (!o || o->fn != to_trace)
+    const struct dsm_cosmos *c = (const struct dsm_cosmos *)node->observer;
+    if (!c || c->obs.fn != cosmos_sink || !c->pred[0])
+        return 0;
+    struct cosmos_counts k[2];
+    uint64_t msgs = 0;
+    for (int side = 0; side < 2; side++) {
+        cosmos_counts(c->pred[side], &k[side]);
+        msgs += k[side].hits + k[side].misses + k[side].none;
+    }
+#define PCT(h, n) ((n) ? 100.0 * (double)(h) / (double)(n) : 0.0)
+    uint64_t rn = k[0].hits + k[0].misses + k[0].none, hn = k[1].hits + k[1].misses + k[1].none;
+    int n = snprintf(buf, cap,
+                     "  cosmos (depth %u, filter %u%s): hits cache %llu of %llu (%.1f %%), home %llu of %llu "
+                     "(%.1f %%), overall %.1f %%; no prediction %llu\n",
+                     c->pred_cfg.depth, c->pred_cfg.filter, c->pred_cfg.sender_index ? ", sender index" : "",
+                     (unsigned long long)k[0].hits, (unsigned long long)rn, PCT(k[0].hits, rn),
+                     (unsigned long long)k[1].hits, (unsigned long long)hn, PCT(k[1].hits, hn),
+                     PCT(k[0].hits + k[1].hits, msgs), (unsigned long long)(k[0].none + k[1].none));
+#undef PCT
+    double per = msgs ? (double)c->ns / (double)msgs - (double)c->clock_ns : 0.0;
+    size_t used = n < 0 ? 0 : (size_t)n;
+    n = snprintf(buf + (used < cap ? used : cap), used < cap ? cap - used : 0,
+                 "  cosmos: %.1f ns per message in the predictor (a clock read pair's %llu ns taken off), "
+                 "%zu bytes of tables\n",
+                 per > 0 ? per : 0.0, (unsigned long long)c->clock_ns,
+                 cosmos_mem_bytes(c->pred[0]) + cosmos_mem_bytes(c->pred[1]));
+    return (int)used + (n < 0 ? 0 : n);
+}
+
+int dsm_cosmos_stop(struct dsm_node *node)
+{
+    struct dsm_cosmos *c = (struct dsm_cosmos *)node->observer;
+    if (!c || c->obs.fn != cosmos_sink)
         return SHOAL_OK;
     node->observer = NULL;
-    int rc = cosmos_trace_close(o->ctx);
-    free(o);
+    int rc = c->trace ? cosmos_trace_close(c->trace) : SHOAL_OK;
+    cosmos_free(c);
     return rc;
 }

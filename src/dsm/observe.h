@@ -1,14 +1,18 @@
 /* The coherence-message observer (issue 19): every coherence message the
  * protocol engine receives, at either side, becomes a Cosmos record
  * <block, role, sender, type, proto, cause> offered to a sink (the trace
- * file of SHOAL_COSMOS_TRACE, or a test's).  docs/CRL.md §8.1 maps CRL's
+ * file of SHOAL_COSMOS_TRACE and the online predictor of SHOAL_COSMOS, or a
+ * test's).  docs/CRL.md §8.1 maps CRL's
  * messages to the thesis's types.  Off (node->observer NULL), the engine
  * pays one predictable branch per delivered message. */
 #ifndef SHOAL_DSM_OBSERVE_H
 #define SHOAL_DSM_OBSERVE_H
 
+#include "cosmos/cosmos.h"
 #include "cosmos/trace.h"
 #include "dsm/proto.h"
+
+#include <stddef.h>
 
 typedef void (*dsm_observe_fn)(void *ctx, const struct cosmos_rec *rec);
 
@@ -34,10 +38,22 @@ static inline void dsm_observe_mark(struct dsm_node *node, unsigned kind)
         dsm_observe_mark_slow(node, kind);
 }
 
-/* SHOAL_COSMOS_TRACE=DIR: node's records go to DIR's trace file for this
- * rank of job `job`.  Returns the cosmos_trace_open_write code. */
-int dsm_observe_trace_start(struct dsm_node *node, const char *dir, uint64_t job);
-/* Closes the trace (if any) and detaches the observer. */
-int dsm_observe_trace_stop(struct dsm_node *node);
+/* What crl_init attaches (SHOAL_COSMOS_TRACE, SHOAL_COSMOS): a trace file,
+ * an online predictor per side, or both. */
+struct dsm_cosmos_cfg {
+    const char *trace_dir; /* NULL: no trace */
+    uint64_t job;          /* names the trace file */
+    int predict;           /* run the predictor in-line */
+    struct cosmos_cfg pred;
+    int timing;            /* time each prediction (SHOAL_CRL_STATS=1) */
+};
+/* SHOAL_OK, or the code of the trace or predictor that could not be made
+ * (nothing is attached then). */
+int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg);
+/* The online predictor's accuracy and cost into buf (nothing when it is
+ * off); returns the bytes written, as snprintf. */
+int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap);
+/* Closes the trace, frees the predictors, detaches; the trace's close code. */
+int dsm_cosmos_stop(struct dsm_node *node);
 
 #endif

@@ -56,6 +56,13 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                        "1: every rank prints its CRL call, message and time counters at crl_exit"},
     [CFG_COSMOS_TRACE] = {"SHOAL_COSMOS_TRACE", "",
                           "a directory: every rank of a CRL program records the coherence messages it receives to DIR/cosmos-<job id>-r<rank>.trace (docs/COSMOS_TRACE.md), for shoal-cosmos replay; empty: no trace"},
+    [CFG_COSMOS] = {"SHOAL_COSMOS", "0",
+                    "1: every rank of a CRL program runs the Cosmos predictor (docs/COSMOS.md) in-line on the coherence messages it receives, home and remote side; with SHOAL_CRL_STATS=1 crl_exit prints its accuracy and cost per message"},
+    [CFG_COSMOS_DEPTH] = {"SHOAL_COSMOS_DEPTH", "3", "SHOAL_COSMOS's message history depth, 1-4"},
+    [CFG_COSMOS_FILTER] = {"SHOAL_COSMOS_FILTER", "0",
+                           "SHOAL_COSMOS's filter: the max count of each prediction's saturating counter, 0-2 (0: none)"},
+    [CFG_COSMOS_SENDER_INDEX] = {"SHOAL_COSMOS_SENDER_INDEX", "0",
+                                 "1: SHOAL_COSMOS keeps a history per region and sender (the thesis's §6.6)"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
@@ -129,7 +136,7 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
-    case CFG_CRL_STATS: case CFG_BACKTRACE:
+    case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
@@ -160,6 +167,10 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN || n > (1ll << 40)) ? -1 : 0;
     case CFG_RMA_HEAP:
         return (parse_int(v, &n) || n < (1 << 20) || n > (1ll << 40)) ? -1 : 0;
+    case CFG_COSMOS_DEPTH:
+        return (parse_int(v, &n) || n < 1 || n > 4) ? -1 : 0;
+    case CFG_COSMOS_FILTER:
+        return (parse_int(v, &n) || n > 2) ? -1 : 0;
     case CFG_HANG_REPORT:
         return (parse_int(v, &n) || n > 86400) ? -1 : 0;
     case CFG_CRL_URC_SIZE:

@@ -36,6 +36,10 @@ enum util_cfg_id {
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_COSMOS_TRACE,   /* directory of the coherence-message traces */
+    CFG_COSMOS,         /* the coherence-message predictor runs in-line */
+    CFG_COSMOS_DEPTH,   /* its history depth */
+    CFG_COSMOS_FILTER,  /* its filter's max count */
+    CFG_COSMOS_SENDER_INDEX, /* its sender-indexed variant */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
     CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
     CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
