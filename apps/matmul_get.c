@@ -1,4 +1,4 @@
-/* matmul_get: blocked C = A x B with remote block fetches (seed 002,
+/* matmul_get: blocked C = A x B with remote block fetches (von Eicken's Active Messages thesis,
  * §4.2.6.1: split-phase get with double buffering).
  *
  * A, B and C are n x n doubles cut into bs x bs blocks; each rank owns a
