@@ -1,4 +1,4 @@
-/* fetch_add_am: fetch&add built from active messages (von Eicken's Active Messages thesis, §5).
+/* fetch_add_am: fetch&add built from active messages (von Eicken's Active Messages thesis, §4.1.2).
  *
  * A counter lives on rank 0.  Every rank performs K fetch&adds on it: the
  * request carries the increment and the address of the requester's own
