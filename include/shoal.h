@@ -449,6 +449,9 @@ struct shoal_stats {
     uint64_t net_dropped_foreign;  /* of which not shoal's or another job's (magic, version, job, key) */
     uint64_t net_dropped_malformed;/* of which damaged (length, checksum, type, rank) */
     uint64_t net_send_batches;     /* times queued packets went to the kernel (a few system calls each) */
+    /* one-sided commands this rank ran on the transport's native RMA (SHOAL_RMA_NATIVE) */
+    uint64_t rma_native_puts, rma_native_gets, rma_native_atomics; /* commands, not pieces */
+    uint64_t rma_native_refused;   /* of this rank's native commands, refused by its own check (key, bounds, permission) */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 
