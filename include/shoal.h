@@ -191,8 +191,10 @@ SHOAL_API int shoal_seg_size(shoal_seg_t seg, int rank, size_t *size);
  * 64-bit access key.  Peers name a location as (segment descriptor, offset),
  * never as an address; every access is checked against the owner's table
  * (bounds, permission, key, liveness).  A refused access has no effect, is
- * counted at the owner (stats.rma_refused) and returns its error to the
- * initiator.  docs/RMA.md has the exact semantics of every command. */
+ * counted at the owner (stats.rma_refused; an initiator that checked its
+ * cached copy of the entry for a native command counts it in its own
+ * stats.rma_native_refused) and returns its error to the initiator.
+ * docs/RMA.md has the exact semantics of every command. */
 #define SHOAL_MEM_READ 0x1u   /* get */
 #define SHOAL_MEM_WRITE 0x2u  /* put, put_flag, z-buffer */
 #define SHOAL_MEM_ATOMIC 0x4u /* fetch-ops, swap, compare-and-swap */
