@@ -63,6 +63,7 @@ static struct {
     struct rma_native native[RMA_NATIVE_MAX];
     struct rma_native *native_free[RMA_NATIVE_MAX];
     uint32_t native_nfree;
+    uint32_t native_live;     /* pieces the transport has not completed */
 } ops;
 
 /* ---- completion ------------------------------------------------------------ */
@@ -475,6 +476,7 @@ static void native_done(struct tp_rma_req *req)
         memcpy(o->out, &n->word, 8);
     note_failure(&o->status, req->status);
     ops.native_free[ops.native_nfree++] = n;
+    ops.native_live--;
     if (--o->pending == 0)
         op_complete(o);
 }
@@ -488,6 +490,7 @@ static struct rma_native *native_take(struct rma_op *o, struct rma_cached *ce, c
     while (ops.native_nfree == 0)
         am_progress_wait(&b, 1);
     struct rma_native *n = ops.native_free[--ops.native_nfree];
+    ops.native_live++;
     *n = (struct rma_native){.req = {.status = SHOAL_PENDING, .done = native_done}, .o = o, .ce = ce,
                              .amo = c->kind == RMA_FETCH_OP || c->kind == RMA_CAS, .expected = c->a};
     ce->inflight++;
@@ -577,7 +580,7 @@ static int native_issue(int target, const struct rma_cmd *c, const struct rma_re
 static void native_drain(void)
 {
     uint64_t until = util_now_ns() + 2000000000ull;
-    while (ops.native_nfree < RMA_NATIVE_MAX && util_now_ns() < until)
+    while (ops.native_live && util_now_ns() < until)
         am_poll(1);
 }
 
