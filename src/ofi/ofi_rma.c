@@ -48,6 +48,11 @@ static int rma_available(int *atomics)
     return ofi.rma;
 }
 
+static int rma_autonomous(void)
+{
+    return ofi.rma && ofi.info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+}
+
 static size_t rma_max_bytes(void)
 {
     return ofi.rma ? ofi.pool[OFI_RMA].cap : 0;
@@ -225,6 +230,7 @@ void ofi_rma_fini(void)
 
 const struct tp_rma_ops ofi_rma = {
     .available = rma_available,
+    .autonomous = rma_autonomous,
     .max_bytes = rma_max_bytes,
     .expose = rma_expose,
     .put = rma_put,

@@ -177,7 +177,11 @@ void rma_native_init(void)
     const char *mode = util_config_str(CFG_RMA_NATIVE);
     int atomics = 0;
     const struct tp_rma_ops *t = strcmp(mode, "0") ? am_native_rma(-1, &atomics) : NULL;
-    if (!t)
+    /* With manual progress a native command advances only while the target
+     * polls; the target's waits back off when no message arrives, and
+     * native commands bring it none: auto keeps such providers on target
+     * execution (docs/RMA.md §2.4). */
+    if (!t || (!strcmp(mode, "auto") && !t->autonomous()))
         return;
     /* The whole heap, once: segments created later are inside it. */
     int rc = t->expose(rma.heap.bases[rma.rank], rma.heap.bytes, &nat.region);

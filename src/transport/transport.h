@@ -84,6 +84,11 @@ struct tp_rma_ops {
     /* 1 when put and get are native here; *atomics (may be NULL) 1 when
      * fetch-add and compare-swap on 64-bit words are too. */
     int (*available)(int *atomics);
+    /* 1 when the provider moves one-sided data without the target's calls
+     * (automatic data progress, as on RDMA hardware); 0 when a command
+     * advances only while the target polls, so a target that waits with
+     * backoff (sleeping after a while without messages) slows it. */
+    int (*autonomous)(void);
     /* The largest put or get (the layer above splits longer ones). */
     size_t (*max_bytes)(void);
     /* Collective: registers [base, base + len) for remote reads, writes
