@@ -208,8 +208,10 @@ SHOAL_API int shoal_seg_size(shoal_seg_t seg, int rank, size_t *size);
  * 64-bit access key.  Peers name a location as (segment descriptor, offset),
  * never as an address; every access is checked against the owner's table
  * (bounds, permission, key, liveness).  A refused access has no effect, is
- * counted at the owner (stats.rma_refused) and returns its error to the
- * initiator.  docs/RMA.md has the exact semantics of every command. */
+ * counted at the owner (stats.rma_refused; an initiator that checked its
+ * cached copy of the entry for a native command counts it in its own
+ * stats.rma_native_refused) and returns its error to the initiator.
+ * docs/RMA.md has the exact semantics of every command. */
 #define SHOAL_MEM_READ 0x1u   /* get */
 #define SHOAL_MEM_WRITE 0x2u  /* put, put_flag, z-buffer */
 #define SHOAL_MEM_ATOMIC 0x4u /* fetch-ops, swap, compare-and-swap */
@@ -466,6 +468,9 @@ struct shoal_stats {
     uint64_t net_dropped_foreign;  /* of which not shoal's or another job's (magic, version, job, key) */
     uint64_t net_dropped_malformed;/* of which damaged (length, checksum, type, rank) */
     uint64_t net_send_batches;     /* times queued packets went to the kernel (a few system calls each) */
+    /* one-sided commands this rank ran on the transport's native RMA (SHOAL_RMA_NATIVE) */
+    uint64_t rma_native_puts, rma_native_gets, rma_native_atomics; /* commands, not pieces */
+    uint64_t rma_native_refused;   /* of this rank's native commands, refused by its own check (key, bounds, permission) */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

@@ -107,6 +107,10 @@ void am_progress_wait(struct util_backoff *b, int replies_only);
 const struct tp_ops *am_transport_ops(enum util_transport t);
 /* 1 when this build can run transport t. */
 int am_transport_built_in(enum util_transport t);
+/* The message transport's native one-sided commands when they reach rank
+ * (remote, and available() says so; rank -1: the job's transport, the same
+ * answer on every rank), else NULL; *atomics (may be NULL) as available(). */
+const struct tp_rma_ops *am_native_rma(int rank, int *atomics);
 
 /* ---- over a message transport (am_net.c) -------------------------------- */
 /* Collective: starts the transport when SHOAL_TRANSPORT names one and some

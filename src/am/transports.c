@@ -25,3 +25,11 @@ int am_transport_built_in(enum util_transport t)
 {
     return t == UTIL_TP_shm || am_registry[t] != NULL;
 }
+
+const struct tp_rma_ops *am_native_rma(int rank, int *atomics)
+{
+    const struct tp_rma_ops *t = am.tp ? am.tp->rma : NULL;
+    if (!t || (rank >= 0 && !am_is_remote(rank)) || !t->available(atomics))
+        return NULL;
+    return t;
+}

@@ -668,5 +668,6 @@ const struct tp_ops ofi_transport = {
     .wait = ofi_wait,
     .describe = ofi_describe,
     .stats = ofi_stats,
+    .rma = &ofi_rma,
     /* no broadcast: RDM endpoints have none, so am sends to each peer */
 };

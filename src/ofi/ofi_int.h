@@ -36,7 +36,7 @@ struct ofi_hdr {
 };
 #define OFI_HDR sizeof(struct ofi_hdr)
 
-struct ofi_rma_req;
+struct tp_rma_req;
 
 struct ofi_slot {
     struct fi_context2 ctx; /* the completion's op_context is the slot */
@@ -45,7 +45,7 @@ struct ofi_slot {
     uint32_t len;           /* receive: bytes arrived; get: bytes to copy out */
     uint8_t pool;           /* enum ofi_pool_id */
     void *out;              /* get, fetching atomic: where the result goes */
-    struct ofi_rma_req *req;/* one-sided command: its completion */
+    struct tp_rma_req *req;/* one-sided command: its completion */
 };
 
 struct ofi_pool {

@@ -48,6 +48,11 @@ static int rma_available(int *atomics)
     return ofi.rma;
 }
 
+static int rma_autonomous(void)
+{
+    return ofi.rma && ofi.info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+}
+
 static size_t rma_max_bytes(void)
 {
     return ofi.rma ? ofi.pool[OFI_RMA].cap : 0;
@@ -126,7 +131,7 @@ static int rma_target(int dest, uint32_t id, uint64_t offset, size_t len, const 
     return SHOAL_OK;
 }
 
-static struct ofi_slot *rma_slot(int dest, struct ofi_rma_req *req, void *out, size_t len)
+static struct ofi_slot *rma_slot(int dest, struct tp_rma_req *req, void *out, size_t len)
 {
     struct ofi_slot *s = ofi_slot_take(OFI_RMA);
     if (s)
@@ -148,7 +153,7 @@ static int rma_posted(struct ofi_slot *s, ssize_t rc, const char *what)
     util_fatal("ofi: a %s to rank %u failed: %s", what, s->peer, fi_strerror((int)-rc));
 }
 
-static int rma_put(int dest, uint32_t id, uint64_t offset, const void *src, size_t len, struct ofi_rma_req *req)
+static int rma_put(int dest, uint32_t id, uint64_t offset, const void *src, size_t len, struct tp_rma_req *req)
 {
     const struct ofi_remote *r;
     int rc = rma_target(dest, id, offset, len, &r);
@@ -161,7 +166,7 @@ static int rma_put(int dest, uint32_t id, uint64_t offset, const void *src, size
                                   &s->ctx), "put");
 }
 
-static int rma_get(int dest, uint32_t id, uint64_t offset, void *dst, size_t len, struct ofi_rma_req *req)
+static int rma_get(int dest, uint32_t id, uint64_t offset, void *dst, size_t len, struct tp_rma_req *req)
 {
     const struct ofi_remote *r;
     int rc = rma_target(dest, id, offset, len, &r);
@@ -175,8 +180,8 @@ static int rma_get(int dest, uint32_t id, uint64_t offset, void *dst, size_t len
 
 /* The result lands at the bounce buffer's start, operand and compare
  * after it. */
-static int rma_amo(int dest, uint32_t id, uint64_t offset, enum ofi_amo op, uint64_t operand, uint64_t compare,
-                   uint64_t *old, struct ofi_rma_req *req)
+static int rma_amo(int dest, uint32_t id, uint64_t offset, enum tp_amo op, uint64_t operand, uint64_t compare,
+                   uint64_t *old, struct tp_rma_req *req)
 {
     int atomics;
     if (!rma_available(&atomics) || !atomics)
@@ -193,7 +198,7 @@ static int rma_amo(int dest, uint32_t id, uint64_t offset, enum ofi_amo op, uint
     w[2] = compare;
     fi_addr_t to = ofi.peers[dest].addr;
     req->status = SHOAL_PENDING;
-    if (op == OFI_AMO_FETCH_ADD)
+    if (op == TP_AMO_FETCH_ADD)
         return rma_posted(s, fi_fetch_atomic(ofi.ep, &w[1], 1, ofi.desc, &w[0], ofi.desc, to, r->addr + offset,
                                              r->key, FI_UINT64, FI_SUM, &s->ctx), "fetch-add");
     return rma_posted(s, fi_compare_atomic(ofi.ep, &w[1], 1, ofi.desc, &w[2], ofi.desc, &w[0], ofi.desc, to,
@@ -205,8 +210,11 @@ void ofi_rma_completed(struct ofi_slot *s, int status)
 {
     if (status == SHOAL_OK && s->out)
         memcpy(s->out, s->buf, s->len);
-    s->req->status = status;
+    struct tp_rma_req *req = s->req;
     ofi_slot_give(s);
+    req->status = status;
+    if (req->done)
+        req->done(req);
 }
 
 void ofi_rma_fini(void)
@@ -220,8 +228,9 @@ void ofi_rma_fini(void)
     rr.atomics = -1;
 }
 
-const struct ofi_rma_ops ofi_rma = {
+const struct tp_rma_ops ofi_rma = {
     .available = rma_available,
+    .autonomous = rma_autonomous,
     .max_bytes = rma_max_bytes,
     .expose = rma_expose,
     .put = rma_put,

@@ -281,8 +281,10 @@ int shoal_mem_destroy(shoal_mem_t mem)
     if (am_in_handler())
         return am_rule_violation("shoal_mem_destroy");
     atomic_store_explicit(&e->state, rma.gen[mem] << 1, memory_order_seq_cst);
-    if (e->perms & RMA_MAPPED)
+    if (e->perms & RMA_MAPPED) {
+        rma_native_revoke((uint32_t)mem | rma.gen[mem] << RMA_SLOT_BITS);
         quarantine_add(e->offset, e->size);
+    }
     rma.seg[mem] = (struct rma_local){NULL, 0};
     rma_reclaim();
     return SHOAL_OK;
@@ -367,6 +369,7 @@ int rma_init(int rank, int nranks)
     if (rma.membarrier_cmd < 0)
         LOG(LOG_WARN, "no membarrier(2): memory of destroyed segments will not be reused");
     rma_ops_init();
+    rma_native_init();
     return rc;
 }
 
@@ -386,6 +389,7 @@ void rma_check_peers(void)
 void rma_fini(void)
 {
     rma_ops_fini();
+    rma_native_fini();
     for (size_t i = 0; i < rma.nquar; i++)
         free(rma.quar[i].seen);
     free(rma.quar);

@@ -10,13 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Internal AM handlers and the request/reply argument layout. */
-enum { RMA_H_REQ = AM_LAYER_BASE(AM_BLOCK_RMA), RMA_H_REP };
+/* The request/reply argument layout; a reply that passes the target's
+ * entry on for the initiator's cache (native.c) has RP_SEG_ARGS. */
 enum { RQ_KIND, RQ_ID, RQ_KEY, RQ_OFF, RQ_N, RQ_COOKIE, RQ_A, RQ_B, RQ_C, RQ_OUT, RQ_ARGS };
 enum { RP_STATUS, RP_COOKIE, RP_OUT, RP_OBSERVED, RP_OLD, RP_FLAG, RP_CHUNKS, RP_ARGS };
+enum { RP_SEG_PERMS = RP_ARGS, RP_SEG_OFF, RP_SEG_SIZE, RP_SEG_ARGS };
 
 #define RMA_MAX_OPS 1024u
+#define RMA_NATIVE_MAX 64u /* native pieces in flight (the transport has fewer bounce buffers) */
 #define OPT_MASK (SHOAL_STATUS_NONE | SHOAL_STATUS_FAILURES)
+
+/* One piece of a native command, until the transport completes it. */
+struct rma_native {
+    struct tp_rma_req req; /* first: the completion callback gets it */
+    struct rma_op *o;
+    struct rma_cached *ce;
+    int amo;
+    uint64_t word, expected; /* an atomic's old word; compare-swap's expected value */
+};
 
 /* A command sent for its target to run, until its replies are in. */
 struct rma_op {
@@ -24,6 +35,9 @@ struct rma_op {
     uint32_t pending;  /* chunks not yet answered (a reply answers RP_CHUNKS of them) */
     int32_t status;    /* first failure */
     unsigned color;
+    unsigned opt;      /* a native fire-and-forget command's status option */
+    uint32_t id;       /* the segment and key, for an entry the reply passes on */
+    uint64_t key;
     shoal_handle_t *h;
     void *out;         /* get destination, fetch-op old values */
     uint64_t out_bytes;
@@ -46,6 +60,10 @@ static struct {
     size_t net_chunk;         /* ... to a rank over the network: what one packet carries both ways */
     int32_t *split_refused;   /* [nranks]: the refusal of the split command each rank is sending */
     uint32_t *unanswered;     /* [nranks]: chunks of the put each rank is sending that ran and await the reply */
+    struct rma_native native[RMA_NATIVE_MAX];
+    struct rma_native *native_free[RMA_NATIVE_MAX];
+    uint32_t native_nfree;
+    uint32_t native_live;     /* pieces the transport has not completed */
 } ops;
 
 /* ---- completion ------------------------------------------------------------ */
@@ -108,7 +126,7 @@ static void op_release(struct rma_op *o)
 
 static void op_complete(struct rma_op *o)
 {
-    struct rma_done d = {.flags = SHOAL_COLOR(o->color), .h = o->h};
+    struct rma_done d = {.flags = SHOAL_COLOR(o->color) | o->opt, .h = o->h};
     finish(&d, o->status);
     op_release(o);
 }
@@ -215,6 +233,13 @@ static int splits(enum rma_kind k)
     return k == RMA_PUT || k == RMA_PUT_FLAG || k == RMA_GET || k == RMA_FETCH_OP || k == RMA_ZBUF_PACKED;
 }
 
+/* The commands a provider may run natively: an entry passed on with their
+ * replies is what lets the initiator check them itself. */
+static int native_kind_of(enum rma_kind k)
+{
+    return k == RMA_PUT || k == RMA_GET || k == RMA_FETCH_OP || k == RMA_CAS;
+}
+
 /* One message of a command.  Only the first may fail (SHOAL_EAGAIN under
  * SHOAL_IMMEDIATE); later ones wait rather than leave a command half sent. */
 static int send_one(int target, const struct rma_cmd *c, uint64_t cookie, uint64_t out_off, const void *data,
@@ -254,6 +279,8 @@ static int remote_issue(int target, const struct rma_cmd *c, const struct rma_re
         o->out_bytes = c->kind == RMA_GET ? c->n : c->kind == RMA_FETCH_OP ? c->n * 8 : 0;
         o->cas = res->cas;
         o->written = res->written;
+        o->id = c->id;
+        o->key = c->key;
     } else
         ops.unfenced[target] = 1;
     uint64_t cookie = o ? cookie_of(o) : 0;
@@ -371,18 +398,19 @@ static void on_request(shoal_token_t tok, void *buf, size_t nbytes, const uint64
         chunks += ops.unanswered[src];
         ops.unanswered[src] = 0;
     }
-    uint64_t r[RP_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = cookie, [RP_OUT] = a[RQ_OUT],
-                           [RP_OBSERVED] = cas.observed, [RP_OLD] = cas.old,
-                           [RP_FLAG] = (uint64_t)(cas.swapped | written), [RP_CHUNKS] = chunks};
-    int sent = am_reply_internal(tok, RMA_H_REP, ops.scratch, rc ? 0 : out_bytes, RP_ARGS, r);
+    uint64_t r[RP_SEG_ARGS] = {[RP_STATUS] = (uint64_t)(int64_t)rc, [RP_COOKIE] = cookie, [RP_OUT] = a[RQ_OUT],
+                               [RP_OBSERVED] = cas.observed, [RP_OLD] = cas.old,
+                               [RP_FLAG] = (uint64_t)(cas.swapped | written), [RP_CHUNKS] = chunks};
+    unsigned nr = rc == SHOAL_OK && cookie && native_kind_of(c.kind) && rma_native_offer(src, c.id, &r[RP_ARGS])
+                      ? RP_SEG_ARGS : RP_ARGS;
+    int sent = am_reply_internal(tok, RMA_H_REP, ops.scratch, rc ? 0 : out_bytes, nr, r);
     if (sent)
         util_fatal("replying to rank %d's one-sided command failed: %s", src, shoal_strerror(sent));
 }
 
 static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t *a, unsigned nargs)
 {
-    (void)tok;
-    if (nargs != RP_ARGS) {
+    if (nargs != RP_ARGS && nargs != RP_SEG_ARGS) {
         am_stats()->dropped++;
         return;
     }
@@ -407,10 +435,153 @@ static void on_reply(shoal_token_t tok, void *buf, size_t nbytes, const uint64_t
                                             .swapped = (int32_t)a[RP_FLAG]};
     if (o->written)
         *o->written = (int)a[RP_FLAG];
+    if (nargs == RP_SEG_ARGS && status == SHOAL_OK)
+        rma_native_fill(shoal_token_source(tok), o->id, o->key, &a[RP_ARGS]);
     note_failure(&o->status, status);
     o->pending -= (uint32_t)chunks;
     if (o->pending == 0)
         op_complete(o);
+}
+
+/* ---- native commands -------------------------------------------------------- */
+
+/* Whether the provider runs c exactly as the target's executor would, and
+ * the permission and extent the owner's check needs. */
+static int native_fits(const struct rma_cmd *c, int atomics, unsigned *perm, uint64_t *len)
+{
+    *len = c->kind == RMA_PUT || c->kind == RMA_GET ? c->n : 8;
+    switch (c->kind) {
+    case RMA_PUT: *perm = SHOAL_MEM_WRITE; return c->n != 0;
+    case RMA_GET: *perm = SHOAL_MEM_READ; return c->n != 0;
+    case RMA_FETCH_OP: /* one 64-bit integer add: two's complement, so signed or not */
+        *perm = SHOAL_MEM_ATOMIC;
+        return atomics && c->n == 1 && c->a == SHOAL_AOP_ADD && c->b != SHOAL_DOUBLE;
+    case RMA_CAS: /* the provider compares and swaps one word */
+        *perm = SHOAL_MEM_ATOMIC;
+        return atomics && c->b == c->off;
+    default: return 0;
+    }
+}
+
+/* A piece's completion, inside the transport's poll. */
+static void native_done(struct tp_rma_req *req)
+{
+    struct rma_native *n = (struct rma_native *)(void *)req;
+    struct rma_op *o = n->o;
+    n->ce->inflight--;
+    if (n->amo && req->status == SHOAL_OK && o->cas)
+        *o->cas = (struct shoal_cas_result){.observed = n->word, .old = n->word,
+                                            .swapped = n->word == n->expected};
+    else if (n->amo && req->status == SHOAL_OK && o->out)
+        memcpy(o->out, &n->word, 8);
+    note_failure(&o->status, req->status);
+    ops.native_free[ops.native_nfree++] = n;
+    ops.native_live--;
+    if (--o->pending == 0)
+        op_complete(o);
+}
+
+/* Waits that only read replies and completions: no request handler (a
+ * revoke) runs between a command's check and its last piece. */
+static struct rma_native *native_take(struct rma_op *o, struct rma_cached *ce, const struct rma_cmd *c)
+{
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (ops.native_nfree == 0)
+        am_progress_wait(&b, 1);
+    struct rma_native *n = ops.native_free[--ops.native_nfree];
+    ops.native_live++;
+    *n = (struct rma_native){.req = {.status = SHOAL_PENDING, .done = native_done}, .o = o, .ce = ce,
+                             .amo = c->kind == RMA_FETCH_OP || c->kind == RMA_CAS, .expected = c->a};
+    ce->inflight++;
+    return n;
+}
+
+/* Posts one piece, waiting while the transport has no room. */
+static void native_post(const struct tp_rma_ops *t, int target, uint32_t region, const struct rma_cmd *c,
+                        struct rma_cached *ce, struct rma_op *o, uint64_t at, uint64_t len)
+{
+    struct rma_native *n = native_take(o, ce, c);
+    uint64_t where = ce->offset + c->off + at;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    int rc;
+    for (;;) {
+        switch (c->kind) {
+        case RMA_PUT: rc = t->put(target, region, where, (const char *)c->data + at, len, &n->req); break;
+        case RMA_GET: rc = t->get(target, region, where, (char *)o->out + at, len, &n->req); break;
+        case RMA_FETCH_OP:
+            rc = t->amo(target, region, where, TP_AMO_FETCH_ADD, *(const uint64_t *)c->data, 0, &n->word, &n->req);
+            break;
+        default: rc = t->amo(target, region, where, TP_AMO_CSWAP, c->c, c->a, &n->word, &n->req);
+        }
+        if (rc != SHOAL_EAGAIN)
+            break;
+        am_progress_wait(&b, 1);
+    }
+    if (rc) { /* refused before it left (it cannot be, inside the checked extent): completes with that */
+        n->req.status = rc;
+        native_done(&n->req);
+    }
+}
+
+/* Issues c on the provider's one-sided commands when the target's entry
+ * is cached here, after the owner's check done here; RMA_NOT_HERE when the
+ * target must execute it.  A put completes on the reply to a message sent
+ * after its writes (the endpoint orders it after them: the data is at the
+ * target when the reply comes); a get and an atomic on their completions. */
+static int native_issue(int target, const struct rma_cmd *c, const struct rma_result *res, struct rma_done *d)
+{
+    int atomics;
+    uint32_t region;
+    unsigned perm;
+    uint64_t len;
+    const struct tp_rma_ops *t = (d->flags & SHOAL_IMMEDIATE) || am_in_handler() ? NULL
+                                 : rma_native_ops(target, &atomics, &region);
+    if (!t || !native_fits(c, atomics, &perm, &len))
+        return RMA_NOT_HERE;
+    /* A revoke that has arrived runs before the check: a command issued
+     * after its segment's destroy returned then goes to the target, which
+     * refuses it as before.  (op_alloc may run handlers too.) */
+    am_poll(0);
+    struct rma_op *o = op_alloc(d->flags, d);
+    struct rma_cached *ce;
+    int rc = rma_native_check(target, c->id, c->key, perm, c->off, len, &ce);
+    if (rc) {
+        op_release(o);
+        if (rc == RMA_NOT_HERE)
+            return rc;
+        if (color_of(d->flags))
+            ops.issued[color_of(d->flags)]++;
+        finish(d, rc); /* the refusal the target would have replied */
+        return SHOAL_OK;
+    }
+    o->opt = d->flags & OPT_MASK;
+    o->out = res->data;
+    o->cas = res->cas;
+    uint64_t per = t->max_bytes(), pieces = c->kind == RMA_PUT || c->kind == RMA_GET ? (c->n + per - 1) / per : 1;
+    o->pending = (uint32_t)pieces + (c->kind == RMA_PUT);
+    if (color_of(d->flags))
+        ops.issued[color_of(d->flags)]++;
+    for (uint64_t i = 0; i < pieces; i++)
+        native_post(t, target, region, c, ce, o, i * per, len - i * per < per ? len - i * per : per);
+    if (c->kind == RMA_PUT) {
+        struct rma_cmd done = {.kind = RMA_FENCE};
+        send_one(target, &done, cookie_of(o), 0, NULL, 0, 0);
+    }
+    struct shoal_stats *st = am_stats();
+    *(c->kind == RMA_PUT ? &st->rma_native_puts : c->kind == RMA_GET ? &st->rma_native_gets
+                                                                      : &st->rma_native_atomics) += 1;
+    return SHOAL_OK;
+}
+
+/* Waits (at most 2 s: a peer that closed first may never complete) until
+ * no native piece is in flight, so no completion reaches freed state. */
+static void native_drain(void)
+{
+    uint64_t until = util_now_ns() + 2000000000ull;
+    while (ops.native_live && util_now_ns() < until)
+        am_poll(1);
 }
 
 /* ---- issuing ---------------------------------------------------------------- */
@@ -444,8 +615,11 @@ static int rma_issue(int target, struct rma_cmd *c, struct rma_result *res, unsi
         local.status = SHOAL_PENDING;
         d.h = &local;
     }
-    int rc = remote_issue(target, c, res, &d);
-    am_stats()->rma_remote += rc == SHOAL_OK;
+    int rc = native_issue(target, c, res, &d);
+    if (rc == RMA_NOT_HERE) {
+        rc = remote_issue(target, c, res, &d);
+        am_stats()->rma_remote += rc == SHOAL_OK;
+    }
     if (rc) {
         if (h)
             h->status = rc;
@@ -698,9 +872,12 @@ void rma_ops_init(void)
     for (uint32_t i = 0; i < RMA_MAX_OPS; i++)
         ops.free_ops[i] = RMA_MAX_OPS - 1 - i;
     ops.nfree = RMA_MAX_OPS;
+    for (uint32_t i = 0; i < RMA_NATIVE_MAX; i++)
+        ops.native_free[i] = &ops.native[i];
+    ops.native_nfree = RMA_NATIVE_MAX;
     ops.chunk = am_max_medium() >= 64 ? am_max_medium() / 64 * 64 : am_max_medium() / 8 * 8;
     if (am_has_transport()) {
-        size_t rq = am_net_medium_in_one(RQ_ARGS), rp = am_net_medium_in_one(RP_ARGS);
+        size_t rq = am_net_medium_in_one(RQ_ARGS), rp = am_net_medium_in_one(RP_SEG_ARGS);
         ops.net_chunk = (rq < rp ? rq : rp) / 64 * 64;
     }
     ops.scratch = malloc(ops.chunk ? ops.chunk : 1);
@@ -716,6 +893,7 @@ void rma_ops_init(void)
 
 void rma_ops_fini(void)
 {
+    native_drain();
     am_set_poll_counter(NULL);
     free(ops.scratch);
     free(ops.unfenced);

@@ -194,4 +194,47 @@ static inline void rma_quiescent_tick(void)
 void rma_ops_init(void);
 void rma_ops_fini(void);
 
+/* The layer's AM handlers (their indices travel: docs/RMA.md). */
+enum { RMA_H_REQ = AM_LAYER_BASE(AM_BLOCK_RMA), RMA_H_REP, RMA_H_REVOKE, RMA_H_REVOKE_ACK };
+
+/* ---- native commands (native.c; docs/RMA.md "Native one-sided commands") ----
+ * An initiator's copy of a remote segment's entry, filled by the target's
+ * reply to a command that passed its check, dropped when the target
+ * revokes it (shoal_mem_destroy). */
+struct rma_cached {
+    uint32_t gen;      /* the segment's generation; 0: nothing cached */
+    uint32_t perms;    /* SHOAL_MEM_* */
+    uint64_t key;
+    uint64_t offset;   /* in the target's heap, which is its exposed region */
+    uint64_t size;
+    uint32_t inflight; /* native commands issued to this slot not yet completed */
+    uint32_t revoked;  /* the newest generation revoked (a late fill of it is refused) */
+};
+
+/* Collective, after the heap exists: exposes this rank's whole heap when
+ * the job's transport has native one-sided commands and SHOAL_RMA_NATIVE
+ * allows them (every rank decides alike). */
+void rma_native_init(void);
+void rma_native_fini(void);
+/* The transport's table when commands to target may go natively, with
+ * whether atomics may and the region every heap was exposed as; else NULL. */
+const struct tp_rma_ops *rma_native_ops(int target, int *atomics, uint32_t *region);
+/* The initiator's check of a command against its cached entry, the same
+ * as rma_check's at the owner: SHOAL_OK (*ce: the entry), RMA_NOT_HERE (no
+ * entry of that generation: the target executes and checks), or the
+ * refusal (counted in stats.rma_native_refused). */
+int rma_native_check(int target, uint32_t id, uint64_t key, unsigned perm, uint64_t off, uint64_t len,
+                     struct rma_cached **ce);
+/* Initiator: the entry a reply carried, {perms, offset, size} in seg. */
+void rma_native_fill(int target, uint32_t id, uint64_t key, const uint64_t *seg);
+/* Owner: before replying to src's command on segment id that passed the
+ * check, 1 with seg filled when src should cache the entry (it is
+ * recorded as a holder), else 0. */
+int rma_native_offer(int src, uint32_t id, uint64_t *seg);
+/* Owner, at destroy, after the entry is dead: revokes every holder's copy
+ * and returns once each has acknowledged (after its native commands to the
+ * segment completed), so the memory can go to quarantine as if no rank had
+ * ever cached it. */
+void rma_native_revoke(uint32_t id);
+
 #endif

@@ -64,6 +64,52 @@ struct tp_init {
     tp_deliver_fn deliver;
 };
 
+/* Optional native one-sided commands of a transport (ofi: docs/OFI.md §8),
+ * on memory each rank exposes, run without the target's handlers.  A
+ * command's request goes from SHOAL_PENDING to SHOAL_OK or a SHOAL_E code
+ * inside the transport's poll() or flush(), which then calls done (when
+ * set): that is how the layer above learns of it without polling each.
+ * A get or an atomic is then complete.  A put completed at the initiator
+ * has not necessarily arrived: a message sent to the target after put()
+ * returned is delivered after the written data (available() promises
+ * that order), which is how the layer above learns that a put is done. */
+struct tp_rma_req {
+    volatile int32_t status; /* SHOAL_PENDING, then SHOAL_OK or a SHOAL_E code */
+    void (*done)(struct tp_rma_req *req);
+};
+
+enum tp_amo { TP_AMO_FETCH_ADD, TP_AMO_CSWAP };
+
+struct tp_rma_ops {
+    /* 1 when put and get are native here; *atomics (may be NULL) 1 when
+     * fetch-add and compare-swap on 64-bit words are too. */
+    int (*available)(int *atomics);
+    /* 1 when the provider moves one-sided data without the target's calls
+     * (automatic data progress, as on RDMA hardware); 0 when a command
+     * advances only while the target polls, so a target that waits with
+     * backoff (sleeping after a while without messages) slows it. */
+    int (*autonomous)(void);
+    /* The largest put or get (the layer above splits longer ones). */
+    size_t (*max_bytes)(void);
+    /* Collective: registers [base, base + len) for remote reads, writes
+     * and atomics and publishes what peers need through the bootstrap;
+     * *id names it on every rank.  SHOAL_OK, SHOAL_EINVAL (not available),
+     * SHOAL_ENOMEM (no more regions), SHOAL_ESYS (a rank's registration
+     * failed; logged). */
+    int (*expose)(void *base, size_t len, uint32_t *id);
+    /* Start one command at offset of dest's region id.  SHOAL_OK (req is
+     * then pending), SHOAL_EAGAIN (no room now: poll and retry),
+     * SHOAL_ERANK, SHOAL_ESEGMENT (no region id), SHOAL_ERANGE (outside
+     * dest's region), SHOAL_ETOOBIG (above max_bytes), SHOAL_EALIGN (an
+     * atomic's offset not 8-byte aligned), SHOAL_EINVAL (not available). */
+    int (*put)(int dest, uint32_t id, uint64_t offset, const void *src, size_t len, struct tp_rma_req *req);
+    int (*get)(int dest, uint32_t id, uint64_t offset, void *dst, size_t len, struct tp_rma_req *req);
+    /* *old receives the word before the operation (compare-swap writes
+     * operand where the word equals compare). */
+    int (*amo)(int dest, uint32_t id, uint64_t offset, enum tp_amo op, uint64_t operand, uint64_t compare,
+               uint64_t *old, struct tp_rma_req *req);
+};
+
 struct tp_ops {
     /* Collective.  SHOAL_OK or a negative SHOAL_E code after logging why. */
     int (*init)(const struct tp_init *in);
@@ -98,6 +144,9 @@ struct tp_ops {
     int (*bcast_native)(void);
     /* A collective starts (1) or stops (0) waiting for broadcasts (nests). */
     void (*bcast_listen)(int on);
+    /* Native one-sided commands (NULL: none; then, or when available()
+     * says 0, the AM layer's users execute commands at the target). */
+    const struct tp_rma_ops *rma;
 };
 
 #endif

@@ -26,6 +26,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                       "address space of each rank's shared heap, which shoal_mem_create carves segments from (sparse: only segments use memory; every local peer maps every heap)"},
     [CFG_RMA_DIRECT] = {"SHOAL_RMA_DIRECT", "1",
                         "1: one-sided commands on memory mapped here run directly with CPU copies and atomics; 0: every command is sent for the target's progress engine to run (the path other hosts take)"},
+    [CFG_RMA_NATIVE] = {"SHOAL_RMA_NATIVE", "auto",
+                        "one-sided commands to peers on a transport with native RMA (ofi, where the provider has it), run by the provider once the initiator has the segment's entry cached: auto (put and get, and 64-bit fetch-add and compare-swap where the provider has atomics, when the provider moves data without the target's calls; else as 0), on (the same even when the provider needs the target to poll), rw (put and get only, as on), 0 (every command is executed by the target, as on udp and eth)"},
     [CFG_FAULTS] = {"SHOAL_FAULTS", "",
                     "fault injection on the cluster carriers, for tests: loss=P,dup=P,reorder=P,corrupt=P,delay=T(ns|us|ms),seed=N; each carrier applies it to what it sends and to what it receives; empty: none"},
     [CFG_NET_LOCAL] = {"SHOAL_NET_LOCAL", "0",
@@ -138,6 +140,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
     case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
+    case CFG_RMA_NATIVE:
+        return (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "rw") && strcmp(v, "0")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
     case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */

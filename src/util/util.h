@@ -21,6 +21,7 @@ enum util_cfg_id {
     CFG_TRANSPORT,      /* transport selection */
     CFG_RMA_HEAP,       /* per-rank shared heap for segments */
     CFG_RMA_DIRECT,     /* one-sided commands on mapped memory run directly */
+    CFG_RMA_NATIVE,     /* one-sided commands on the transport's native RMA */
     CFG_FAULTS,         /* fault injection on the cluster carriers */
     CFG_NET_LOCAL,      /* ranks on one host also use the cluster transport */
     CFG_IFACE,          /* interface of the cluster transport */

@@ -298,7 +298,7 @@ static void check_puts_from(uint32_t from)
               "message it sent after them runs", i, from);
 }
 
-static void rma_wait(struct ofi_rma_req *req, const char *what)
+static void rma_wait(struct tp_rma_req *req, const char *what)
 {
     double t0 = test_now();
     while (req->status == SHOAL_PENDING) {
@@ -322,20 +322,20 @@ static void rma_wait(struct ofi_rma_req *req, const char *what)
 
 static void rma_bad_arguments(uint32_t id, int atomics)
 {
-    struct ofi_rma_req req;
+    struct tp_rma_req req = {0};
     uint64_t old;
     int p = (me + 1) % n;
     CHECK_RC(ofi_rma.put(me, id, 0, body, 8, &req), SHOAL_ERANK);
     CHECK_RC(ofi_rma.put(p, id + 1, 0, body, 8, &req), SHOAL_ESEGMENT);
     CHECK_RC(ofi_rma.put(p, id, REGION - 4, body, 8, &req), SHOAL_ERANGE);
     CHECK_RC(ofi_rma.get(p, id, 0, body, ofi_rma.max_bytes() + 1, &req), SHOAL_ETOOBIG);
-    CHECK_RC(ofi_rma.amo(p, id, COUNTER + 4, OFI_AMO_FETCH_ADD, 1, 0, &old, &req),
+    CHECK_RC(ofi_rma.amo(p, id, COUNTER + 4, TP_AMO_FETCH_ADD, 1, 0, &old, &req),
              atomics ? SHOAL_EALIGN : SHOAL_EINVAL);
 }
 
 static void rma_puts(uint32_t id)
 {
-    static struct ofi_rma_req req[PUTS];
+    static struct tp_rma_req req[PUTS];
     for (int p = 0; p < n; p++) {
         if (p == me)
             continue;
@@ -357,7 +357,7 @@ static void rma_puts(uint32_t id)
 
 static void rma_gets(uint32_t id)
 {
-    struct ofi_rma_req req;
+    struct tp_rma_req req = {0};
     size_t big = ofi_rma.max_bytes() < REGION ? ofi_rma.max_bytes() : REGION;
     unsigned char *back = malloc(big);
     CHECK(back != NULL, "out of memory");
@@ -382,17 +382,17 @@ static void rma_gets(uint32_t id)
 
 static void rma_atomics(uint32_t id)
 {
-    struct ofi_rma_req req;
+    struct tp_rma_req req = {0};
     uint64_t old, last = 0;
     if (me != 0) {
         for (int i = 0; i < ADDS; i++) {
-            RMA_START(ofi_rma.amo(0, id, COUNTER, OFI_AMO_FETCH_ADD, 1, 0, &old, &req), "a fetch-add");
+            RMA_START(ofi_rma.amo(0, id, COUNTER, TP_AMO_FETCH_ADD, 1, 0, &old, &req), "a fetch-add");
             rma_wait(&req, "a fetch-add");
             CHECK(i == 0 || old > last, "fetch-add #%d returned %llu after %llu", i, (unsigned long long)old,
                   (unsigned long long)last);
             last = old;
         }
-        RMA_START(ofi_rma.amo(0, id, COUNTER + 8, OFI_AMO_CSWAP, (uint64_t)me, 0, &old, &req), "a compare-swap");
+        RMA_START(ofi_rma.amo(0, id, COUNTER + 8, TP_AMO_CSWAP, (uint64_t)me, 0, &old, &req), "a compare-swap");
         rma_wait(&req, "a compare-swap");
         CHECK(old < (uint64_t)n && old != (uint64_t)me, "compare-swap returned %llu", (unsigned long long)old);
         uint64_t now;
