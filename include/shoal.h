@@ -471,6 +471,9 @@ struct shoal_stats {
     /* one-sided commands this rank ran on the transport's native RMA (SHOAL_RMA_NATIVE) */
     uint64_t rma_native_puts, rma_native_gets, rma_native_atomics; /* commands, not pieces */
     uint64_t rma_native_refused;   /* of this rank's native commands, refused by its own check (key, bounds, permission) */
+    /* messages and payload bytes sent, by class: [0] short, [1] medium, [2] long */
+    uint64_t am_class_sent[3], bytes_class_sent[3];
+    uint64_t wait_ns;              /* time in blocking calls that had to wait; counted with SHOAL_STATS=1 only */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

@@ -105,6 +105,8 @@ void am_progress_wait(struct util_backoff *b, int replies_only)
 
 void am_wait_step(struct util_backoff *b)
 {
+    if (UTIL_UNLIKELY(hang.timing) && !hang.wait_from) /* only waits that wait: no clock on the fast path */
+        hang.wait_from = util_now_ns();
     hang_check();
     if (UTIL_UNLIKELY(am.net_block_ns) && b->spins >= AM_BLOCK_AFTER_POLLS) {
         am.tp->wait(am.net_block_ns); /* no CPU until something happens */
@@ -305,8 +307,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         extra = seg;
     }
     ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
-    am.stats.am_sent[cls]++;
-    am.stats.bytes_sent += nbytes;
+    am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
 }
 

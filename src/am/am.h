@@ -169,6 +169,9 @@ size_t am_max_medium(void);
 int am_in_handler(void);
 /* 1 when some peer is reached over a message transport. */
 int am_has_transport(void);
+/* One line on the job's layout and transports, for the start-up summary:
+ * ranks and hosts, and which transport reaches which peers and why. */
+const char *am_describe_job(char *buf, size_t n);
 /* The job's counters; each layer keeps its own fields of them. */
 struct shoal_stats *am_stats(void);
 /* Bumped (release) by every poll, so a waiter sees that no one-sided

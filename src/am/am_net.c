@@ -16,6 +16,7 @@
 #include "shm/shm.h"
 #include "util/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,8 +133,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     } while (done < nbytes);
     if (!(flags & SHOAL_MORE))
         am.tp->flush();
-    am.stats.am_sent[cls]++;
-    am.stats.bytes_sent += nbytes;
+    am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
 }
 
@@ -372,6 +372,37 @@ int am_net_init(uint64_t job_id)
     an.max_payload = tp->max_payload();
     am.net_block_ns = am_net_block_ns();
     return SHOAL_OK;
+}
+
+const char *am_describe_job(char *buf, size_t n)
+{
+    int hosts = 0, most = 0;
+    for (int r = 0; r < am.nranks; r++) {
+        int h = boot_host_of(r), first = 1, here = 0;
+        for (int q = 0; q < am.nranks; q++) {
+            first &= !(q < r && boot_host_of(q) == h);
+            here += boot_host_of(q) == h;
+        }
+        hosts += first;
+        most = here > most ? here : most;
+    }
+    size_t at = (size_t)snprintf(buf, n, "%d ranks on %d host%s (up to %d on one)", am.nranks, hosts,
+                                 hosts == 1 ? "" : "s", most);
+    if (at >= n)
+        return buf;
+    if (!am.tp) {
+        snprintf(buf + at, n - at, "; shm between all of them");
+        return buf;
+    }
+    char what[160];
+    const char *tr = util_config_str(CFG_TRANSPORT);
+    int local = util_config_int(CFG_NET_LOCAL) != 0;
+    snprintf(buf + at, n - at, "; %s over %s (rank 0's end; SHOAL_TRANSPORT=%s%s%s); waits %s",
+             local ? "every peer, even on this host," : "shm within a host, between hosts",
+             am.tp->describe(what, sizeof what), tr, util_config_is_set(CFG_TRANSPORT) ? "" : ", the default",
+             local ? ", and SHOAL_NET_LOCAL=1" : "",
+             am.net_block_ns ? "sleep in the kernel (more processes than cores, or SHOAL_NET_WAIT=block)" : "spin");
+    return buf;
 }
 
 void am_net_fini(void)

@@ -29,6 +29,8 @@ void hang_init(void)
     hang.depth = 0;
     hang.asked = 0;
     hang.timer_ns = (uint64_t)util_config_int(CFG_HANG_REPORT) * 1000000000ull;
+    hang.timing = (int)util_config_int(CFG_STATS);
+    hang.wait_ns = hang.wait_from = 0;
     idle_since_ns = 0;
     idle_reported = 0;
     if (!installed) {

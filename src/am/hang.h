@@ -51,6 +51,8 @@ struct hang_state {
     struct hang_wait stack[HANG_DEPTH];
     struct hang_event ev[HANG_EVENTS];
     uint64_t timer_ns;           /* SHOAL_HANG_REPORT in ns; 0: off */
+    int timing;                  /* SHOAL_STATS: time the waits */
+    uint64_t wait_from, wait_ns; /* the outermost blocking call began waiting then (0: it has not); total */
     uint32_t steps;              /* wait steps since the timer last looked */
 };
 
@@ -67,6 +69,10 @@ static inline void hang_push(const char *call, int peer, uint64_t value, const v
 static inline void hang_pop(void)
 {
     hang.depth--;
+    if (UTIL_UNLIKELY(hang.wait_from) && hang.depth == 0) {
+        hang.wait_ns += util_now_ns() - hang.wait_from;
+        hang.wait_from = 0;
+    }
 }
 
 /* The innermost record now waits for peer (and value). */

@@ -45,6 +45,15 @@ struct am_state {
 
 extern struct am_state am;
 
+/* One message sent, whichever transport took it. */
+static inline void am_count_sent(unsigned cls, enum am_kind kind, size_t nbytes)
+{
+    am.stats.am_sent[cls]++;
+    am.stats.bytes_sent += nbytes;
+    am.stats.am_class_sent[kind]++;
+    am.stats.bytes_class_sent[kind] += nbytes;
+}
+
 extern shoal_handler_t am_handlers[AM_MAX_INDEX];
 
 /* One thread at a time, checked where am.strict (until threads may call

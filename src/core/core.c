@@ -76,6 +76,17 @@ static void core_watch_exit(void)
         watching = 1;
 }
 
+/* SHOAL_LOG=info: one summary of the job, by rank 0. */
+static void core_log_summary(void)
+{
+    const char *name = NULL;
+    char why[256], layout[512];
+    if (boot_choose(&name, why, sizeof why) != SHOAL_OK || !name)
+        snprintf(why, sizeof why, "?");
+    LOG(LOG_INFO, "job %016llx: %s; bootstrap %s (%s); progress: poll (handlers run inside shoal calls)",
+        (unsigned long long)boot.job_id, am_describe_job(layout, sizeof layout), name ? name : "?", why);
+}
+
 int shoal_init(int *argc, char ***argv)
 {
     (void)argc;
@@ -119,6 +130,8 @@ int shoal_init(int *argc, char ***argv)
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
+    if (rc == SHOAL_OK && boot.rank == 0 && util_log_level >= LOG_INFO)
+        core_log_summary();
     return rc;
 }
 
@@ -231,6 +244,49 @@ static int core_quiesce(void)
     return SHOAL_OK;
 }
 
+/* One row of the SHOAL_STATS table. */
+static void core_stats_row(const char *who, const struct shoal_stats *s)
+{
+    printf("%-6s %9llu %9llu %9llu %9llu %9llu %12llu %9llu %9llu %9llu %9llu %9llu %9llu %10.1f\n", who,
+           (unsigned long long)s->am_sent[0], (unsigned long long)s->am_sent[1],
+           (unsigned long long)s->am_class_sent[0], (unsigned long long)s->am_class_sent[1],
+           (unsigned long long)s->am_class_sent[2], (unsigned long long)s->bytes_sent,
+           (unsigned long long)(s->rma_direct + s->rma_remote), (unsigned long long)s->rma_executed,
+           (unsigned long long)(s->rma_refused + s->rma_native_refused),
+           (unsigned long long)s->net_packets_sent, (unsigned long long)s->net_retransmits,
+           (unsigned long long)(s->net_dropped + s->dropped), (double)s->wait_ns / 1e6);
+}
+
+/* SHOAL_STATS=1: every rank's counters, gathered through the launcher
+ * (no message: quiescence is done), printed by rank 0 with the job's sum. */
+static int core_print_stats(void)
+{
+    struct shoal_stats mine, *all = malloc((size_t)boot.size * sizeof *all), sum = {0};
+    if (!all)
+        return SHOAL_ENOMEM;
+    shoal_stats_get(&mine);
+    int rc = boot_allgather(&mine, sizeof mine, all);
+    if (rc == SHOAL_OK && boot.rank == 0) {
+        printf("shoal statistics (SHOAL_STATS=1), messages and bytes sent; rma = one-sided commands issued\n"
+               "%-6s %9s %9s %9s %9s %9s %12s %9s %9s %9s %9s %9s %9s %10s\n", "rank", "requests", "replies",
+               "short", "medium", "long", "bytes", "rma", "served", "refused", "packets", "resent", "dropped",
+               "wait ms");
+        for (int r = 0; r < boot.size; r++) {
+            char who[16];
+            snprintf(who, sizeof who, "%d", r);
+            core_stats_row(who, &all[r]);
+            const uint64_t *from = (const uint64_t *)&all[r];
+            uint64_t *to = (uint64_t *)&sum;
+            for (size_t i = 0; i < sizeof sum / sizeof *to; i++) /* every field is a uint64_t */
+                to[i] += from[i];
+        }
+        core_stats_row("job", &sum);
+        fflush(stdout);
+    }
+    free(all);
+    return rc;
+}
+
 int shoal_finalize(void)
 {
     int rc = core_blocking_entry("shoal_finalize");
@@ -239,6 +295,8 @@ int shoal_finalize(void)
     hang_push("shoal_finalize", -1, 0, NULL, core_describe_finalize); /* am_fini clears it */
     coll_finalizing();
     rc = core_quiesce();
+    if (rc == SHOAL_OK && util_config_int(CFG_STATS))
+        rc = core_print_stats();
     rma_fini();
     am_net_fini();
     coll_fini();
@@ -352,5 +410,6 @@ int shoal_stats_get(struct shoal_stats *out)
     out->net_dropped_malformed = ns.dropped_malformed;
     out->net_send_batches = ns.send_batches;
     out->rma_refused = atomic_load_explicit(&rma.hdr[boot.rank]->refused, memory_order_relaxed);
+    out->wait_ns = hang.wait_ns;
     return SHOAL_OK;
 }

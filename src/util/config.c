@@ -69,6 +69,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
                        "1: a rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints the signal, the faulting address and a backtrace (symbolized by addr2line where binutils is installed) before it dies of the signal; 0: no report. Either way a crash ends the rank by its signal, also where a library (libfabric's psm) installed a handler that would make it an ordinary exit; signals the program handles itself are never touched"},
+    [CFG_STATS] = {"SHOAL_STATS", "0",
+                   "1: at shoal_finalize rank 0 prints a table of every rank's and the job's messages and bytes sent by class, one-sided commands, network packets, retransmissions and drops, and time spent waiting in blocking calls (timing costs two clock reads per call that has to wait)"},
     [CFG_AM_LARGE_MAX] = {"SHOAL_AM_LARGE_MAX", "1G",
                           "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes; 4096 to 1T)"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
@@ -138,7 +140,7 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
     case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
-    case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
+    case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_STATS: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_RMA_NATIVE:
         return (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "rw") && strcmp(v, "0")) ? -1 : 0;

@@ -43,6 +43,7 @@ enum util_cfg_id {
     CFG_COSMOS_SENDER_INDEX, /* its sender-indexed variant */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
     CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
+    CFG_STATS,          /* statistics table at shoal_finalize */
     CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
