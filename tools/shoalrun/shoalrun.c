@@ -326,7 +326,14 @@ static void parse_args(int argc, char **argv)
     /* '+': options end at the program name, which keeps its own options. */
     while ((c = getopt_long(argc, argv, "+:n:x:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'n': L.np = parse_np(optarg); break;
+        case 'n':
+            if (!strcmp(argv[optind - 1], "-np")) { /* mpirun's spelling: getopt read it as -n "p" */
+                if (optind >= argc)
+                    bad_usage("option -np needs a value");
+                optarg = argv[optind++];
+            }
+            L.np = parse_np(optarg);
+            break;
         case 'x': parse_env(optarg); break;
         case OPT_TAG: L.tag = 1; break;
         case OPT_TIMEOUT: L.timeout = parse_seconds("--timeout", optarg); break;
