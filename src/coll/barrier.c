@@ -15,7 +15,7 @@
  * the leader's release is the last flag.
  *
  * On raw Ethernet the leaders use the medium's broadcast instead (GAMMA,
- * seed 001 §5-6): each tells rank 0 it arrived (reliable), and rank 0
+ * Ciaccio's GAMMA thesis §5-6): each tells rank 0 it arrived (reliable), and rank 0
  * releases everyone with ONE broadcast frame, which every rank on every
  * host receives.  Broadcasts may be lost: a leader not released within
  * COLL_QUERY_NS asks rank 0 once (reliable), and rank 0 answers with a

@@ -11,7 +11,7 @@
  * Where a broadcast is one packet on the network (coll_use_broadcast: eth,
  * or udp with a subnet broadcast address), the job spans three hosts or
  * more and the payload fits in BC_NATIVE_PACKETS of them, the root instead sends each chunk once as a
- * broadcast packet, which every host source takes (GAMMA, seed 001 §6),
+ * broadcast packet, which every host source takes (Ciaccio's GAMMA thesis §6),
  * keeps a copy and returns.  Those packets may be lost: a source still
  * missing chunks BC_NACK_NS after it began waiting asks the root (a
  * reliable NACK with the bitmap of what it lacks), and the root's handler

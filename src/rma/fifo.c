@@ -1,4 +1,4 @@
-/* Memory-based FIFO and FIFOe (seed 000 §4.1): a bounded multi-producer
+/* Memory-based FIFO and FIFOe (Matsumoto's MBCF thesis §4.1): a bounded multi-producer
  * queue in the owner's segment.  Producers reserve a ticket with one CAS on
  * the tail word (which also holds FIFOe's stopped bit), so a full queue
  * cancels instead of waiting; the owner consumes without any lock.  The

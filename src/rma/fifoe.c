@@ -1,4 +1,4 @@
-/* The FIFOe sender helper (seed 000 §4.1: the requestor keeps copies and
+/* The FIFOe sender helper (Matsumoto's MBCF thesis §4.1: the requestor keeps copies and
  * resends cancelled entries in order).  Entries go out non-blocking and
  * settle in order (one ordered path per target).  After a cancellation
  * nothing new is sent until every entry in flight has settled; then the

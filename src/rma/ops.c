@@ -1,7 +1,7 @@
 /* The one-sided commands: argument checks, the choice between running a
  * command here on mapped memory and sending it for the target's progress
  * engine to run (rma_issue, the one place that decides), and completion:
- * blocking, handles, colour counters (seed 000 §4.2's elastic memory
+ * blocking, handles, colour counters (Matsumoto's MBCF thesis §4.2's elastic memory
  * barrier) and fire-and-forget with fence. */
 #include "am/hang.h"
 #include "rma/rma.h"

@@ -1,4 +1,4 @@
-/* rma layer: protected segments and the MBCF commands (seed 000 ch. 4).
+/* rma layer: protected segments and the MBCF commands (Matsumoto's MBCF thesis ch. 4).
  * Each rank's segments live in its shm heap, mapped by every local peer, or
  * are registered private memory.  One function, rma_issue (ops.c), decides whether
  * a command runs here on mapped memory or is sent for the target's progress

@@ -1,4 +1,4 @@
-/* Memory-based signal (seed 000 §4.1): a structure in the owner's segment
+/* Memory-based signal (Matsumoto's MBCF thesis §4.1): a structure in the owner's segment
  * with a storage mode, an invocation condition and a handler index.  The
  * owner's progress engine delivers every signal (senders' commands travel
  * to it), so storing, the running flag and the invocation are decided in

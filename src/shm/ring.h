@@ -1,4 +1,4 @@
-/* The cachable queue (seed 003 §3.2): a single-producer single-consumer
+/* The cachable queue (Mukherjee's CNI thesis §3.2): a single-producer single-consumer
  * ring of 64-byte slots holding variable-length messages.
  *
  * - Every message starts at a slot whose first 8 bytes are its control word;

@@ -7,7 +7,7 @@
  * A message transport moves opaque messages of up to max_payload() bytes,
  * reliably and in order per (peer, channel), on two channels: requests and
  * replies, each with its own credits, so a reply never waits for room only
- * the peer's request handlers free (seed 002: CMAM's two networks).  Framing
+ * the peer's request handlers free (von Eicken's Active Messages thesis: CMAM's two networks).  Framing
  * active messages into messages is the AM layer's (am/am_net.c), the same
  * over every transport.
  *
