@@ -81,7 +81,7 @@ install(CODE "
 
 # Manual pages, the documentation and the example programs (with the
 # CMakeLists.txt that builds them against this installed package).
-install(FILES ${PROJECT_SOURCE_DIR}/man/shoalrun.1 ${PROJECT_SOURCE_DIR}/man/shoal-info.1
+install(FILES ${PROJECT_SOURCE_DIR}/man/shoalrun.1 ${PROJECT_SOURCE_DIR}/man/shoal-info.1 ${PROJECT_SOURCE_DIR}/man/shoal-cosmos.1
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${PROJECT_SOURCE_DIR}/man/shoal.7 DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

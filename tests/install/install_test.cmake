@@ -67,7 +67,7 @@ if(NOT step_output MATCHES "all 3 ranks said hello")
   message(FATAL_ERROR "the installed hello_am printed something unexpected:\n${step_output}")
 endif()
 step("run crl_lu --check" ${prefix}/${BINDIR}/shoalrun -n 2 ${ebuild}/crl/crl_lu --n=60 --block=10 --check)
-foreach(f share/man/man1/shoalrun.1 share/man/man1/shoal-info.1 share/man/man7/shoal.7
+foreach(f share/man/man1/shoalrun.1 share/man/man1/shoal-info.1 share/man/man1/shoal-cosmos.1 share/man/man7/shoal.7
           share/doc/shoal/README.md share/doc/shoal/docs/API.md share/doc/shoal/docs/TUTORIAL.md)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install did not produce ${prefix}/${f}")
@@ -75,7 +75,7 @@ foreach(f share/man/man1/shoalrun.1 share/man/man1/shoal-info.1 share/man/man7/s
 endforeach()
 find_program(MAN man)
 if(MAN)
-  foreach(page man1/shoalrun.1 man1/shoal-info.1 man7/shoal.7)
+  foreach(page man1/shoalrun.1 man1/shoal-info.1 man1/shoal-cosmos.1 man7/shoal.7)
     execute_process(COMMAND ${MAN} --warnings -l ${prefix}/share/man/${page} RESULT_VARIABLE rc
                     OUTPUT_VARIABLE text ERROR_VARIABLE warnings TIMEOUT 60)
     if(NOT rc STREQUAL "0" OR warnings OR NOT text MATCHES "NAME")
