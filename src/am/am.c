@@ -1,4 +1,4 @@
-/* Active messages over the shm rings (seed 002 contract). */
+/* Active messages over the shm rings (von Eicken's Active Messages contract). */
 #include "am/state.h"
 #include "am/hang.h"
 #include "boot/boot.h"
@@ -268,7 +268,7 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
     hang_push("a send", dest, cls, NULL, am_describe_credits);
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
-     * never send, so this cannot deadlock (seed 002, CMAM's two networks). */
+     * never send, so this cannot deadlock (von Eicken's thesis: CMAM's two networks). */
     while ((*slot = ring_tx_reserve(tx, m)) == NULL)
         am_progress_wait(&b, cls == AM_REP);
     hang_pop();
