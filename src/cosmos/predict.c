@@ -3,7 +3,9 @@
  * further PHT entries in a second open-addressing table, the shared pool,
  * keyed by <MHR id, history>.  Both tables use linear probing and double at
  * half load, so a message in the steady state costs two or three probes and
- * no allocation. */
+ * no allocation.  An MHR with its inline entries is one 64-byte cache line,
+ * aligned: in-line, between two messages the application evicts the
+ * tables, and what a message costs is the lines it misses (one for most). */
 #include "cosmos/cosmos.h"
 
 #include <stdlib.h>
@@ -11,26 +13,44 @@
 
 #include <shoal.h>
 
-#define COSMOS_KEY_ANY UINT32_MAX /* the MHR key's sender without sender_index */
+#define COSMOS_KEY_ANY 0xffffu /* the MHR key's sender without sender_index */
 #define COSMOS_INIT_SLOTS 64
+#define COSMOS_LINE 64
 
-/* A PHT entry; inline in its MHR (id unused) or in the pool (id = MHR id). */
+/* A PHT entry of the pool. */
 struct cosmos_pent {
     uint64_t hist; /* the history it is indexed by (tuples, newest lowest) */
-    uint32_t id;   /* pool: owner MHR's id; 0 marks a free pool slot */
+    uint32_t id;   /* owner MHR's id; 0 marks a free slot */
     uint16_t pred; /* predicted tuple */
     uint8_t ctr;   /* filter counter, 0..filter */
 };
 
+/* meta: references seen, saturating at depth (bits 0-2); inline PHT
+ * entries in use (bits 3-5); some of the MHR's entries are in the pool
+ * (bit 6). */
+#define MHR_REFS(m) ((unsigned)(m)->meta & 7u)
+#define MHR_NSTATIC(m) (((unsigned)(m)->meta >> 3) & 7u)
+#define MHR_POOL 0x40u
+
 struct cosmos_mhr {
     uint64_t block;
-    uint32_t sender; /* key: the sender with sender_index, else COSMOS_KEY_ANY */
-    uint32_t id;     /* stable across table growth; 0 marks a free slot */
     uint64_t hist;   /* last `depth` tuples, newest in the low 16 bits */
-    uint8_t refs;    /* references seen, saturating at depth (history full) */
-    uint8_t nstatic; /* inline PHT entries in use */
-    uint32_t npool;  /* PHT entries of this MHR in the pool */
-    struct cosmos_pent st[COSMOS_PHT_STATIC];
+    uint32_t id;     /* stable across table growth; 0 marks a free slot */
+    uint16_t sender; /* key: the sender with sender_index, else COSMOS_KEY_ANY */
+    uint8_t meta;
+    uint8_t ctrs;    /* the inline entries' filter counters, 2 bits each */
+    uint64_t st_hist[COSMOS_PHT_STATIC]; /* inline PHT entries: their histories */
+    uint16_t st_pred[COSMOS_PHT_STATIC]; /* and predicted tuples */
+};
+_Static_assert(sizeof(struct cosmos_mhr) == COSMOS_LINE, "an MHR is one cache line");
+_Static_assert(COSMOS_PHT_STATIC <= 4 && COSMOS_DEPTH_MAX <= 7 && COSMOS_FILTER_MAX <= 3,
+               "meta and ctrs hold the counts and counters");
+
+/* A PHT entry found: its prediction, and its counter as 2 bits of *ctr. */
+struct cosmos_ref {
+    uint16_t *pred;
+    uint8_t *ctr;
+    unsigned shift;
 };
 
 struct cosmos_pred {
@@ -72,6 +92,15 @@ static size_t cosmos_pow2_at_least(size_t n)
     return c;
 }
 
+/* A zeroed table of n entries of size bytes, on cache-line boundaries. */
+static void *cosmos_table(size_t n, size_t size)
+{
+    void *t = aligned_alloc(COSMOS_LINE, n * size); /* n * size: a multiple of 64 (n >= 64) */
+    if (t)
+        memset(t, 0, n * size);
+    return t;
+}
+
 int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **out)
 {
     if (!cfg || !out || cfg->depth < 1 || cfg->depth > COSMOS_DEPTH_MAX ||
@@ -86,8 +115,8 @@ int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **out)
     /* A bounded pool never grows: its table is sized for it at half load. */
     p->pool_cap = cfg->pool_entries ? cosmos_pow2_at_least(2 * cfg->pool_entries)
                                     : COSMOS_INIT_SLOTS;
-    p->mhr = calloc(p->mhr_cap, sizeof(*p->mhr));
-    p->pool = calloc(p->pool_cap, sizeof(*p->pool));
+    p->mhr = cosmos_table(p->mhr_cap, sizeof(*p->mhr));
+    p->pool = cosmos_table(p->pool_cap, sizeof(*p->pool));
     p->next_id = 1;
     if (!p->mhr || !p->pool) {
         cosmos_destroy(p);
@@ -132,7 +161,7 @@ static struct cosmos_mhr *cosmos_mhr_free_slot(struct cosmos_mhr *t, size_t cap,
 static int cosmos_mhr_grow(struct cosmos_pred *p)
 {
     size_t cap = p->mhr_cap * 2;
-    struct cosmos_mhr *t = calloc(cap, sizeof(*t));
+    struct cosmos_mhr *t = cosmos_table(cap, sizeof(*t));
     if (!t)
         return SHOAL_ENOMEM;
     for (size_t i = 0; i < p->mhr_cap; i++)
@@ -153,7 +182,7 @@ static struct cosmos_mhr *cosmos_mhr_get(struct cosmos_pred *p, uint64_t block, 
         return NULL;
     m = cosmos_mhr_free_slot(p->mhr, p->mhr_cap, block, sender);
     m->block = block;
-    m->sender = sender;
+    m->sender = (uint16_t)sender;
     m->id = p->next_id++;
     p->c.blocks++;
     return m;
@@ -184,7 +213,7 @@ static struct cosmos_pent *cosmos_pool_free_slot(struct cosmos_pent *t, size_t c
 static int cosmos_pool_grow(struct cosmos_pred *p)
 {
     size_t cap = p->pool_cap * 2;
-    struct cosmos_pent *t = calloc(cap, sizeof(*t));
+    struct cosmos_pent *t = cosmos_table(cap, sizeof(*t));
     if (!t)
         return SHOAL_ENOMEM;
     for (size_t i = 0; i < p->pool_cap; i++)
@@ -196,22 +225,30 @@ static int cosmos_pool_grow(struct cosmos_pred *p)
     return 0;
 }
 
-static struct cosmos_pent *cosmos_pht_find(const struct cosmos_pred *p,
-                                           const struct cosmos_mhr *m)
+/* The PHT entry at the MHR's current history: 1 with *r set, 0 if none. */
+static int cosmos_pht_find(const struct cosmos_pred *p, struct cosmos_mhr *m, struct cosmos_ref *r)
 {
-    for (unsigned i = 0; i < m->nstatic; i++)
-        if (m->st[i].hist == m->hist)
-            return (struct cosmos_pent *)&m->st[i];
-    return m->npool ? cosmos_pool_find(p, m->id, m->hist) : NULL;
+    for (unsigned i = 0; i < MHR_NSTATIC(m); i++)
+        if (m->st_hist[i] == m->hist) {
+            *r = (struct cosmos_ref){.pred = &m->st_pred[i], .ctr = &m->ctrs, .shift = 2 * i};
+            return 1;
+        }
+    struct cosmos_pent *e = m->meta & MHR_POOL ? cosmos_pool_find(p, m->id, m->hist) : NULL;
+    if (e)
+        *r = (struct cosmos_ref){.pred = &e->pred, .ctr = &e->ctr, .shift = 0};
+    return e != NULL;
 }
 
 /* A new PHT entry predicting `tuple` after the MHR's current history: inline
  * while the MHR has room, else from the pool; none when the pool is full. */
 static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
 {
-    struct cosmos_pent e = { .hist = m->hist, .id = m->id, .pred = tuple, .ctr = 0 };
-    if (m->nstatic < COSMOS_PHT_STATIC) {
-        m->st[m->nstatic++] = e;
+    unsigned n = MHR_NSTATIC(m);
+    if (n < COSMOS_PHT_STATIC) {
+        m->st_hist[n] = m->hist;
+        m->st_pred[n] = tuple;
+        m->ctrs &= (uint8_t)~(3u << 2 * n);
+        m->meta = (uint8_t)(m->meta + (1u << 3));
     } else if (p->cfg.pool_entries && p->c.pool_used >= p->cfg.pool_entries) {
         p->c.pool_failed++;
         return 0;
@@ -219,8 +256,9 @@ static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t 
         if (!p->cfg.pool_entries && 2 * (p->c.pool_used + 1) > p->pool_cap &&
             cosmos_pool_grow(p) != 0)
             return SHOAL_ENOMEM;
-        *cosmos_pool_free_slot(p->pool, p->pool_cap, m->id, m->hist) = e;
-        m->npool++;
+        *cosmos_pool_free_slot(p->pool, p->pool_cap, m->id, m->hist) =
+            (struct cosmos_pent){.hist = m->hist, .id = m->id, .pred = tuple, .ctr = 0};
+        m->meta |= MHR_POOL;
         p->c.pool_used++;
     }
     p->c.pht_entries++;
@@ -230,21 +268,21 @@ static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t 
 /* Predict-then-update at the MHR's (full) history. */
 static int cosmos_pht_learn(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
 {
-    struct cosmos_pent *e = cosmos_pht_find(p, m);
-    if (!e) {
+    struct cosmos_ref r;
+    if (!cosmos_pht_find(p, m, &r)) {
         int rc = cosmos_pht_add(p, m, tuple);
         return rc ? rc : COSMOS_NONE;
     }
-    if (e->pred == tuple) {
-        if (e->ctr < p->cfg.filter)
-            e->ctr++;
-        return COSMOS_HIT;
-    }
-    if (e->ctr == 0)
-        e->pred = tuple;
-    else
-        e->ctr--;
-    return COSMOS_MISS;
+    unsigned ctr = (*r.ctr >> r.shift) & 3u;
+    int out = *r.pred == tuple ? COSMOS_HIT : COSMOS_MISS;
+    if (out == COSMOS_HIT && ctr < p->cfg.filter)
+        ctr++;
+    else if (out == COSMOS_MISS && ctr == 0)
+        *r.pred = tuple;
+    else if (out == COSMOS_MISS)
+        ctr--;
+    *r.ctr = (uint8_t)((*r.ctr & ~(3u << r.shift)) | ctr << r.shift);
+    return out;
 }
 
 int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsigned type)
@@ -258,8 +296,8 @@ int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsig
         return SHOAL_ENOMEM;
     }
     int out = COSMOS_NONE;
-    if (m->refs < p->cfg.depth)
-        m->refs++;
+    if (MHR_REFS(m) < p->cfg.depth)
+        m->meta++;
     else
         out = cosmos_pht_learn(p, m, tuple);
     m->hist = (m->hist << 16 | tuple) & p->hist_mask;
@@ -280,14 +318,12 @@ int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsi
             return 0;
         key = *sender;
     }
-    const struct cosmos_mhr *m = cosmos_mhr_find(p, block, key);
-    if (!m || m->refs < p->cfg.depth)
+    struct cosmos_mhr *m = cosmos_mhr_find(p, block, key);
+    struct cosmos_ref r;
+    if (!m || MHR_REFS(m) < p->cfg.depth || !cosmos_pht_find(p, m, &r))
         return 0;
-    const struct cosmos_pent *e = cosmos_pht_find(p, m);
-    if (!e)
-        return 0;
-    *sender = e->pred >> 4;
-    *type = e->pred & 0xf;
+    *sender = *r.pred >> 4u;
+    *type = *r.pred & 0xfu;
     return 1;
 }
 
