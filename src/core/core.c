@@ -119,6 +119,8 @@ int shoal_init(int *argc, char ***argv)
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
+    if (rc == SHOAL_OK)
+        rc = am_progress_start(); /* SHOAL_PROGRESS=thread */
     return rc;
 }
 
@@ -233,9 +235,11 @@ static int core_quiesce(void)
 
 int shoal_finalize(void)
 {
+    AM_GUARD(); /* held, the progress thread is not in a handler as it stops */
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
+    am_progress_stop();
     hang_push("shoal_finalize", -1, 0, NULL, core_describe_finalize); /* am_fini clears it */
     coll_finalizing();
     rc = core_quiesce();
@@ -251,6 +255,7 @@ int shoal_finalize(void)
 
 int shoal_seg_create(size_t size, shoal_seg_t *seg)
 {
+    AM_GUARD();
     int rc = am_seg_create(size, seg);
     /* No long message may reach the new segment before its owner has it in
      * its table: nobody sends into it until everyone is past here. */
@@ -269,6 +274,7 @@ int shoal_size(void)
 
 int shoal_rank_local(int rank)
 {
+    AM_GUARD();
     if (!initialized)
         return SHOAL_ENOTINIT;
     if (rank < 0 || rank >= boot.size)
@@ -304,6 +310,7 @@ void shoal_on_peer_failure(shoal_failure_handler_t fn, void *arg)
 
 int shoal_poll(void)
 {
+    AM_GUARD();
     int rc = core_blocking_entry("shoal_poll");
     if (rc)
         return rc;
@@ -315,6 +322,7 @@ int shoal_poll(void)
 
 int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
 {
+    AM_GUARD();
     int rc = core_blocking_entry("shoal_wait_until");
     if (rc)
         return rc;
@@ -337,6 +345,7 @@ double shoal_wtime(void)
 
 int shoal_stats_get(struct shoal_stats *out)
 {
+    AM_GUARD();
     if (!initialized)
         return SHOAL_ENOTINIT;
     if (!out)
