@@ -29,6 +29,14 @@
  *   allreduce  back-to-back shoal_allreduce (sum of doubles) over every
  *            rank of the job: mean time per call ("allreduce_lat", per size
  *            in bytes, a multiple of 8).
+ *   wake     (SHOAL_PROGRESS=thread) rank 1 sleeps outside shoal while its
+ *            progress thread serves; rank 0 sends one short ping every
+ *            millisecond, so each finds that thread asleep, and times each
+ *            round trip: the isolated message's wake-up is this minus the
+ *            polled round trip (2 x "am_short_lat") ("am_wake_rtt", us).
+ *   critical shoal_handlers_disable then shoal_handlers_enable, back to
+ *            back on rank 0 with no handler pending: ns per pair
+ *            ("handlers_critical").
  *   logp     LogP for short messages (seed 001 §2.2), each in microseconds:
  *            "logp_os" time per send call in a burst that fits the ring;
  *            "logp_or" time in shoal_poll per message, polling a burst that
@@ -109,6 +117,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     H_PING_SHORT, H_PING_MEDIUM, H_PING_LONG, /* request handlers that echo */
@@ -219,6 +228,48 @@ static double pingpong(enum ping_kind kind, const void *src, size_t size, long n
             rc = shoal_am_request_long(1, H_PING_LONG, 0, src, size, seg, 0, shoal_noargs);
         check(rc, "request");
         check(shoal_wait_until(&pongs, 1), "wait_until");
+    }
+    return bench_now() - t0;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* n isolated pings to a rank that sleeps outside shoal; rank 0 returns the
+ * sum of the round trips, rank 1 sleeps until told the batch is over. */
+static double wake_pings(long n)
+{
+    if (rank != 0) {
+        uint64_t want = go + 1;
+        while (go < want) /* set by a handler on the progress thread */
+            nap_ms(1);
+        return 0;
+    }
+    double sum = 0;
+    for (long i = 0; i < n; i++) {
+        nap_ms(1); /* the peer's progress thread is asleep again */
+        double t0 = bench_now();
+        check(shoal_am_request_short(1, H_PING_SHORT, 0, shoal_args((uint64_t)i)), "request");
+        check(shoal_wait_until(&pongs, 1), "wait_until");
+        sum += bench_now() - t0;
+    }
+    check(shoal_am_request_short(1, H_GO, 0, shoal_noargs), "request");
+    return sum;
+}
+
+/* n critical sections with nothing in them; rank 0 returns the seconds. */
+static double critical_sections(long n)
+{
+    if (rank != 0)
+        return 0;
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        check(shoal_handlers_disable(), "handlers_disable");
+        check(shoal_handlers_enable(), "handlers_enable");
     }
     return bench_now() - t0;
 }
@@ -796,7 +847,7 @@ int main(int argc, char **argv)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
                     "short medium long rate bw ratemore bwmore barrier bcast allreduce logp "
-                    "put putflag get fadd cswap arate putbw fifo signal") < 0)
+                    "put putflag get fadd cswap arate putbw fifo signal wake critical") < 0)
         shoal_abort(2, "bad command line");
     if (strcmp(o.test, "ratemore") == 0 || strcmp(o.test, "bwmore") == 0) {
         more = SHOAL_MORE;
@@ -872,6 +923,19 @@ int main(int argc, char **argv)
                 v[b] = (double)n * (double)s / v[b] / 1e9;
             emit(&o, "am_long_bw", s, "GB/s", n, v);
         }
+    } else if (strcmp(o.test, "wake") == 0) {
+        const char *mode = getenv("SHOAL_PROGRESS");
+        if (!mode || strcmp(mode, "thread") != 0)
+            shoal_abort(2, "wake needs SHOAL_PROGRESS=thread: rank 1 never calls shoal while it sleeps");
+        long n = has_option(argc, argv, "--iters") ? o.iters : 200;
+        BATCHES(&o, v, wake_pings(n));
+        scale(v, o.batches, 1e6 / (double)n);
+        emit(&o, "am_wake_rtt", 8, "us", n, v);
+    } else if (strcmp(o.test, "critical") == 0) {
+        long n = has_option(argc, argv, "--iters") ? o.iters : 1000000;
+        BATCHES(&o, v, critical_sections(n));
+        scale(v, o.batches, 1e9 / (double)n);
+        emit(&o, "handlers_critical", 0, "ns", n, v);
     } else if (strcmp(o.test, "barrier") == 0) {
         BATCHES(&o, v, barriers(o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters);
