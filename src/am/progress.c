@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,18 +37,20 @@ static unsigned am_disabled; /* shoal_handlers_disable nesting */
  * shoal (it runs handlers itself then), doubling up to the cap. */
 #define AM_PROGRESS_BUSY_MIN_NS 20000ull
 #define AM_PROGRESS_BUSY_MAX_NS 1000000ull
-/* Longest sleep in the message transport's wait: the thread looks for the
- * stop request this often.  With shm peers as well, whose messages ring no
- * bell the socket's wait could hear, it looks at the rings this often. */
+/* Longest sleep on the message transport's descriptor: the thread looks
+ * for the stop request and runs the transport's timers this often.  With
+ * shm peers as well, whose messages ring no bell the socket could hear, or
+ * a transport without a descriptor, it looks this often. */
 #define AM_PROGRESS_NET_NS 10000000ull
-#define AM_PROGRESS_MIXED_NS 1000000ull
+#define AM_PROGRESS_NAP_NS 1000000ull
 
 static struct {
     pthread_t thread;
     int started;
     _Atomic int stop;
     struct shm_doorbell *bell; /* this rank's, when shm is the only way in; else NULL */
-    uint64_t net_sleep_ns;
+    int fd;                    /* else the transport's wait_fd, -1: none */
+    uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
 } am_prog;
 
 static int am_lock_try(uintptr_t me)
@@ -107,18 +110,23 @@ static unsigned am_progress_poll(void)
     return am_poll(0);
 }
 
-static void am_progress_sleep(void)
-{
-    if (am_prog.bell)
-        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1); /* returns at once if a sender cleared it */
-    else
-        am.tp->wait(am_prog.net_sleep_ns);
-}
-
 static void am_nap(uint64_t ns)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ns};
     nanosleep(&ts, NULL);
+}
+
+static void am_progress_sleep(void)
+{
+    if (am_prog.bell) {
+        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1); /* returns at once if a sender cleared it */
+    } else if (am_prog.fd >= 0) {
+        struct pollfd pfd = {.fd = am_prog.fd, .events = POLLIN};
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)am_prog.sleep_ns};
+        ppoll(&pfd, 1, &ts, NULL);
+    } else {
+        am_nap(am_prog.sleep_ns);
+    }
 }
 
 static void *am_progress_main(void *arg)
@@ -173,7 +181,8 @@ int am_progress_start(void)
     if (strcmp(util_config_str(CFG_PROGRESS), "thread") != 0)
         return SHOAL_OK;
     am_prog.bell = am.tp ? NULL : shm_doorbell(am.shm, am.rank);
-    am_prog.net_sleep_ns = am_has_shm_peers() ? AM_PROGRESS_MIXED_NS : AM_PROGRESS_NET_NS;
+    am_prog.fd = am.tp && am.tp->wait_fd ? am.tp->wait_fd() : -1;
+    am_prog.sleep_ns = am_prog.fd >= 0 && !am_has_shm_peers() ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
     sigset_t old;

@@ -571,6 +571,13 @@ static void net_wait(uint64_t max_ns)
     ppoll(pfd, reading_bcast() ? 2 : 1, &ts, NULL);
 }
 
+/* Broadcasts (the other socket) only matter inside a collective, when the
+ * application is in shoal and polls itself. */
+static int net_wait_fd(void)
+{
+    return net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd;
+}
+
 static const char *net_describe(char *buf, size_t cap)
 {
     char ep[64];
@@ -962,4 +969,5 @@ const struct tp_ops net_transport = {
     .bcast = net_bcast,
     .bcast_native = net_bcast_native,
     .bcast_listen = net_bcast_listen,
+    .wait_fd = net_wait_fd,
 };
