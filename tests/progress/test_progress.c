@@ -26,7 +26,9 @@ enum { H_PING = 1, H_PONG, H_ADD };
 
 static int me, np;
 static long main_tid;
-static volatile uint64_t pongs;
+/* Handlers may run on the progress thread: what the main thread reads
+ * outside shoal is atomic (docs/API.md, "Progress modes"). */
+static _Atomic uint64_t pongs;
 static _Atomic uint64_t handled, handled_on_thread, handled_on_main;
 static uint64_t counter; /* plain: the critical sections and the lock keep it exact */
 
@@ -52,7 +54,7 @@ static void ping(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsign
 static void pong(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
     (void)t, (void)buf, (void)n, (void)a, (void)na;
-    pongs++;
+    atomic_fetch_add_explicit(&pongs, 1, memory_order_release);
 }
 
 static void add(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
@@ -84,11 +86,11 @@ static double round_trip(double limit_s)
 {
     double t0 = test_now();
     CHECK_RC(shoal_am_request_short(1, H_PING, 0, 0, NULL), SHOAL_OK);
-    while (pongs == 0) {
+    while (atomic_load_explicit(&pongs, memory_order_acquire) == 0) {
         CHECK_RC(shoal_poll(), SHOAL_OK);
         TEST_DEADLINE(t0, limit_s, "the reply to a ping");
     }
-    pongs = 0;
+    atomic_store_explicit(&pongs, 0, memory_order_relaxed);
     return test_now() - t0;
 }
 
