@@ -34,6 +34,9 @@
  *            millisecond, so each finds that thread asleep, and times each
  *            round trip: the isolated message's wake-up is this minus the
  *            polled round trip (2 x "am_short_lat") ("am_wake_rtt", us).
+ *   wakerate (SHOAL_PROGRESS=thread) rate with rank 1 asleep outside shoal:
+ *            its progress thread runs the flood's handlers, waking once per
+ *            run of messages it finds ("am_short_rate_asleep", Mmsg/s).
  *   critical shoal_handlers_disable then shoal_handlers_enable, back to
  *            back on rank 0 with no handler pending: ns per pair
  *            ("handlers_critical").
@@ -279,10 +282,21 @@ static double critical_sections(long n)
  * (SHOAL_MORE for ratemore and bwmore). */
 static unsigned more;
 
+/* 1: the flood's target sleeps outside shoal (wakerate). */
+static int flood_asleep;
+
+static void nap_ms(long ms);
+
 static double flood(long n)
 {
     flood_target = (uint64_t)n;
     check(shoal_barrier(), "barrier"); /* both ranks know the target now */
+    if (rank != 0 && flood_asleep) {
+        while (flood_done == 0) /* set by a handler on the progress thread */
+            nap_ms(1);
+        flood_done = 0;
+        return 0;
+    }
     if (rank != 0) {
         check(shoal_wait_until(&flood_done, 1), "wait_until");
         return 0;
@@ -847,7 +861,7 @@ int main(int argc, char **argv)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
                     "short medium long rate bw ratemore bwmore barrier bcast allreduce logp "
-                    "put putflag get fadd cswap arate putbw fifo signal wake critical") < 0)
+                    "put putflag get fadd cswap arate putbw fifo signal wake wakerate critical") < 0)
         shoal_abort(2, "bad command line");
     if (strcmp(o.test, "ratemore") == 0 || strcmp(o.test, "bwmore") == 0) {
         more = SHOAL_MORE;
@@ -858,7 +872,7 @@ int main(int argc, char **argv)
     int is_rma_op = strcmp(o.test, "get") == 0 || strcmp(o.test, "fadd") == 0 ||
                     strcmp(o.test, "cswap") == 0 || strcmp(o.test, "arate") == 0;
     if (o.iters == 0)
-        o.iters = strcmp(o.test, "rate") == 0 || is_rma_op ? 200000 : 20000;
+        o.iters = strcmp(o.test, "rate") == 0 || strcmp(o.test, "wakerate") == 0 || is_rma_op ? 200000 : 20000;
     int is_collective = strcmp(o.test, "barrier") == 0 || strcmp(o.test, "bcast") == 0 ||
                         strcmp(o.test, "allreduce") == 0;
     if (shoal_size() != 2 && !is_collective)
@@ -901,6 +915,11 @@ int main(int argc, char **argv)
     if (is_notify || is_rma_op || is_putbw)
         rma_setup(o.test, is_put ? o.max_size + LANDING(1u) : is_putbw ? o.max_size : RMA_SEG_BYTES);
 
+    if (strcmp(o.test, "wake") == 0 || strcmp(o.test, "wakerate") == 0) {
+        const char *mode = getenv("SHOAL_PROGRESS");
+        if (!mode || strcmp(mode, "thread") != 0)
+            shoal_abort(2, "%s needs SHOAL_PROGRESS=thread: rank 1 never calls shoal while it sleeps", o.test);
+    }
     if (strcmp(o.test, "short") == 0) {
         BATCHES(&o, v, pingpong(PING_SHORT, NULL, 8, o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters / 2);
@@ -923,10 +942,13 @@ int main(int argc, char **argv)
                 v[b] = (double)n * (double)s / v[b] / 1e9;
             emit(&o, "am_long_bw", s, "GB/s", n, v);
         }
+    } else if (strcmp(o.test, "wakerate") == 0) {
+        flood_asleep = 1;
+        BATCHES(&o, v, flood(o.iters));
+        for (int b = 0; b < o.batches; b++)
+            v[b] = (double)o.iters / v[b] / 1e6;
+        emit(&o, "am_short_rate_asleep", 8, "Mmsg/s", o.iters, v);
     } else if (strcmp(o.test, "wake") == 0) {
-        const char *mode = getenv("SHOAL_PROGRESS");
-        if (!mode || strcmp(mode, "thread") != 0)
-            shoal_abort(2, "wake needs SHOAL_PROGRESS=thread: rank 1 never calls shoal while it sleeps");
         long n = has_option(argc, argv, "--iters") ? o.iters : 200;
         BATCHES(&o, v, wake_pings(n));
         scale(v, o.batches, 1e6 / (double)n);
