@@ -847,7 +847,10 @@ static int net_init(const struct tp_init *in)
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;
-    if (util_config_int(CFG_NET_THREAD) == 1 && (rc = start_thread()) != SHOAL_OK)
+    /* SHOAL_PROGRESS=thread's thread polls the transport itself, and must be
+     * the one that reads the socket it sleeps on */
+    int threaded = strcmp(util_config_str(CFG_PROGRESS), "thread") == 0;
+    if (util_config_int(CFG_NET_THREAD) == 1 && !threaded && (rc = start_thread()) != SHOAL_OK)
         return rc;
     net.bcast_native = net.carrier == CARRIER_ETH ? util_config_int(CFG_NET_BCAST) == 1 : net.ubcast.fd >= 0;
     net.active = 1;

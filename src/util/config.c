@@ -45,7 +45,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
-                        "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do"},
+                        "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do; with SHOAL_PROGRESS=thread that thread does this work and this one is not started"},
     [CFG_NET_BCAST] = {"SHOAL_NET_BCAST", "1",
                        "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost; 0: only reliable messages along a tree"},
     [CFG_NET_GSO] = {"SHOAL_NET_GSO", "1",
