@@ -1,7 +1,8 @@
 /* SHOAL_PROGRESS tests (issue 21 item 1), run through shoalrun:
  *   answer       (thread mode) rank 1 computes 1.5 s without calling shoal;
- *                rank 0's requests meanwhile are answered, median < 1 ms,
- *                each by rank 1's progress thread
+ *                rank 0's requests meanwhile are answered, median < 1 ms
+ *                (< 20 ms when the load exceeds the CPUs, which it says),
+ *                each by rank 1's progress thread, the slowest < 0.3 s
  *   answer_poll  (poll mode, the control) the same request waits for the
  *                computation: its reply takes more than 1 s
  *   critical     (thread mode) rank 0 updates a counter inside
@@ -124,7 +125,17 @@ static void test_answer(void)
         qsort(rtt, (size_t)k, sizeof rtt[0], cmp_double);
         printf("rank 0: %d replies from a computing rank: min %.1f us, median %.1f us, max %.1f us\n", k,
                rtt[0] * 1e6, rtt[k / 2] * 1e6, rtt[k - 1] * 1e6);
-        CHECK(rtt[k / 2] < 1e-3, "median reply %.3f ms from a computing rank, want < 1 ms", rtt[k / 2] * 1e3);
+        /* On a machine busier than its cores a woken thread waits for one:
+         * then the 1 ms target is not what is measured, and the test says so */
+        double load = 0, limit = 1e-3;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (getloadavg(&load, 1) == 1 && load > (double)cpus) {
+            limit = 20e-3;
+            printf("rank 0: load %.1f on %ld CPUs: median checked against %.0f ms, not 1 ms\n", load, cpus,
+                   limit * 1e3);
+        }
+        CHECK(rtt[k / 2] < limit, "median reply %.3f ms from a computing rank, want < %.0f ms", rtt[k / 2] * 1e3,
+              limit * 1e3);
         /* far below the computation: the reply did not wait for it to end */
         CHECK(rtt[k - 1] < 0.3, "slowest reply %.3f s from a computing rank", rtt[k - 1]);
     }
