@@ -11,7 +11,7 @@
  *         (each rank waits on its own memory) has to move ("line2_lat").
  *   rate  one-way streaming of 8-byte messages, one per cache line, through
  *         a ring of lines with a lazily published consumer index (the
- *         seed-003 cachable queue with nothing else in it); the record is
+ *         Mukherjee's cachable queue with nothing else in it); the record is
  *         messages per second (name "line_rate", size 8).
  *   copy  ping-pong where each side memcpys S bytes into the other side's
  *         buffer and then flips the flag line: one copy plus one line

@@ -15,7 +15,7 @@
  *            to deliver to one rank ("bcast_lat", per size), as shoal_bench's.
  *   barrier  mean time of back-to-back MPI_Barrier calls ("barrier_lat").
  *            A barrier synchronizes, so consecutive calls cannot overlap and
- *            the loop mean is the already-synchronized case of seed 001
+ *            the loop mean is the already-synchronized case of Ciaccio's GAMMA thesis
  *            §5.4 without a clock read inside every call. */
 #include "common.h"
 
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     memset(buf, 0xa5, buf_len);
 
     if (strcmp(o.test, "lat") == 0) {
-        /* Size 0 first: the minimal message of seed 001 §2.1.1. */
+        /* Size 0 first: the minimal message of Ciaccio's GAMMA thesis §2.1.1. */
         for (size_t s = 0; s <= o.max_size; s = s ? s * 2 : o.min_size) {
             long n = bench_iters_for(&o, s);
             for (b = -1; b < o.batches; b++) {

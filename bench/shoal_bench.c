@@ -20,7 +20,7 @@
  *            network a burst leaves in a few system calls.
  *   barrier  mean time of back-to-back shoal_barrier() calls over every rank
  *            of the job ("barrier_lat"); a barrier synchronizes, so the loop
- *            mean is seed 001 §5.4's already-synchronized case.
+ *            mean is Ciaccio's GAMMA thesis §5.4's already-synchronized case.
  *   bcast    back-to-back shoal_broadcast over every rank of the job, the
  *            root rotating (rank i mod N for the i-th): a root cannot
  *            start before the previous broadcast reached it, so the mean
@@ -29,7 +29,18 @@
  *   allreduce  back-to-back shoal_allreduce (sum of doubles) over every
  *            rank of the job: mean time per call ("allreduce_lat", per size
  *            in bytes, a multiple of 8).
- *   logp     LogP for short messages (seed 001 §2.2), each in microseconds:
+ *   wake     (SHOAL_PROGRESS=thread) rank 1 sleeps outside shoal while its
+ *            progress thread serves; rank 0 sends one short ping every
+ *            millisecond, so each finds that thread asleep, and times each
+ *            round trip: the isolated message's wake-up is this minus the
+ *            polled round trip (2 x "am_short_lat") ("am_wake_rtt", us).
+ *   wakerate (SHOAL_PROGRESS=thread) rate with rank 1 asleep outside shoal:
+ *            its progress thread runs the flood's handlers, waking once per
+ *            run of messages it finds ("am_short_rate_asleep", Mmsg/s).
+ *   critical shoal_handlers_disable then shoal_handlers_enable, back to
+ *            back on rank 0 with no handler pending: ns per pair
+ *            ("handlers_critical").
+ *   logp     LogP for short messages (Ciaccio's GAMMA thesis §2.2), each in microseconds:
  *            "logp_os" time per send call in a burst that fits the ring;
  *            "logp_or" time in shoal_poll per message, polling a burst that
  *            is already there; "logp_g" time per message of the flood;
@@ -109,6 +120,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     H_PING_SHORT, H_PING_MEDIUM, H_PING_LONG, /* request handlers that echo */
@@ -223,15 +235,68 @@ static double pingpong(enum ping_kind kind, const void *src, size_t size, long n
     return bench_now() - t0;
 }
 
+static void nap_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* n isolated pings to a rank that sleeps outside shoal; rank 0 returns the
+ * sum of the round trips, rank 1 sleeps until told the batch is over. */
+static double wake_pings(long n)
+{
+    if (rank != 0) {
+        uint64_t want = go + 1;
+        while (go < want) /* set by a handler on the progress thread */
+            nap_ms(1);
+        return 0;
+    }
+    double sum = 0;
+    for (long i = 0; i < n; i++) {
+        nap_ms(1); /* the peer's progress thread is asleep again */
+        double t0 = bench_now();
+        check(shoal_am_request_short(1, H_PING_SHORT, 0, shoal_args((uint64_t)i)), "request");
+        check(shoal_wait_until(&pongs, 1), "wait_until");
+        sum += bench_now() - t0;
+    }
+    check(shoal_am_request_short(1, H_GO, 0, shoal_noargs), "request");
+    return sum;
+}
+
+/* n critical sections with nothing in them; rank 0 returns the seconds. */
+static double critical_sections(long n)
+{
+    if (rank != 0)
+        return 0;
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        check(shoal_handlers_disable(), "handlers_disable");
+        check(shoal_handlers_enable(), "handlers_enable");
+    }
+    return bench_now() - t0;
+}
+
 /* n short requests back to back, acknowledged once at the end. */
 /* Flags of the requests of rate and bw that another follows at once
  * (SHOAL_MORE for ratemore and bwmore). */
 static unsigned more;
 
+/* 1: the flood's target sleeps outside shoal (wakerate). */
+static int flood_asleep;
+
+static void nap_ms(long ms);
+
 static double flood(long n)
 {
     flood_target = (uint64_t)n;
     check(shoal_barrier(), "barrier"); /* both ranks know the target now */
+    if (rank != 0 && flood_asleep) {
+        while (flood_done == 0) /* set by a handler on the progress thread */
+            nap_ms(1);
+        flood_done = 0;
+        return 0;
+    }
     if (rank != 0) {
         check(shoal_wait_until(&flood_done, 1), "wait_until");
         return 0;
@@ -796,7 +861,7 @@ int main(int argc, char **argv)
         check(shoal_am_register(h, handlers[h]), "am_register");
     if (bench_parse(argc, argv, &o,
                     "short medium long rate bw ratemore bwmore barrier bcast allreduce logp "
-                    "put putflag get fadd cswap arate putbw fifo signal") < 0)
+                    "put putflag get fadd cswap arate putbw fifo signal wake wakerate critical") < 0)
         shoal_abort(2, "bad command line");
     if (strcmp(o.test, "ratemore") == 0 || strcmp(o.test, "bwmore") == 0) {
         more = SHOAL_MORE;
@@ -807,7 +872,7 @@ int main(int argc, char **argv)
     int is_rma_op = strcmp(o.test, "get") == 0 || strcmp(o.test, "fadd") == 0 ||
                     strcmp(o.test, "cswap") == 0 || strcmp(o.test, "arate") == 0;
     if (o.iters == 0)
-        o.iters = strcmp(o.test, "rate") == 0 || is_rma_op ? 200000 : 20000;
+        o.iters = strcmp(o.test, "rate") == 0 || strcmp(o.test, "wakerate") == 0 || is_rma_op ? 200000 : 20000;
     int is_collective = strcmp(o.test, "barrier") == 0 || strcmp(o.test, "bcast") == 0 ||
                         strcmp(o.test, "allreduce") == 0;
     if (shoal_size() != 2 && !is_collective)
@@ -850,6 +915,11 @@ int main(int argc, char **argv)
     if (is_notify || is_rma_op || is_putbw)
         rma_setup(o.test, is_put ? o.max_size + LANDING(1u) : is_putbw ? o.max_size : RMA_SEG_BYTES);
 
+    if (strcmp(o.test, "wake") == 0 || strcmp(o.test, "wakerate") == 0) {
+        const char *mode = getenv("SHOAL_PROGRESS");
+        if (!mode || strcmp(mode, "thread") != 0)
+            shoal_abort(2, "%s needs SHOAL_PROGRESS=thread: rank 1 never calls shoal while it sleeps", o.test);
+    }
     if (strcmp(o.test, "short") == 0) {
         BATCHES(&o, v, pingpong(PING_SHORT, NULL, 8, o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters / 2);
@@ -872,6 +942,22 @@ int main(int argc, char **argv)
                 v[b] = (double)n * (double)s / v[b] / 1e9;
             emit(&o, "am_long_bw", s, "GB/s", n, v);
         }
+    } else if (strcmp(o.test, "wakerate") == 0) {
+        flood_asleep = 1;
+        BATCHES(&o, v, flood(o.iters));
+        for (int b = 0; b < o.batches; b++)
+            v[b] = (double)o.iters / v[b] / 1e6;
+        emit(&o, "am_short_rate_asleep", 8, "Mmsg/s", o.iters, v);
+    } else if (strcmp(o.test, "wake") == 0) {
+        long n = has_option(argc, argv, "--iters") ? o.iters : 200;
+        BATCHES(&o, v, wake_pings(n));
+        scale(v, o.batches, 1e6 / (double)n);
+        emit(&o, "am_wake_rtt", 8, "us", n, v);
+    } else if (strcmp(o.test, "critical") == 0) {
+        long n = has_option(argc, argv, "--iters") ? o.iters : 1000000;
+        BATCHES(&o, v, critical_sections(n));
+        scale(v, o.batches, 1e9 / (double)n);
+        emit(&o, "handlers_critical", 0, "ns", n, v);
     } else if (strcmp(o.test, "barrier") == 0) {
         BATCHES(&o, v, barriers(o.iters));
         scale(v, o.batches, 1e6 / (double)o.iters);

@@ -116,6 +116,17 @@ SHOAL_API int shoal_wait_until(volatile uint64_t *flag, uint64_t value);
 /* Seconds since an arbitrary fixed point; monotonic. Cannot fail. */
 SHOAL_API double shoal_wtime(void);
 
+/* A critical section that no handler runs during (the seeds' AMdisable and
+ * AMenable).  With SHOAL_PROGRESS=thread the progress thread runs no handler
+ * from disable until the matching enable, so data the application shares
+ * with its handlers may be updated there without atomics; shoal calls made
+ * inside still run handlers on this thread, as polling calls always do.
+ * Nestable (each disable needs its enable).  With SHOAL_PROGRESS=poll only
+ * the application's own shoal calls run handlers, and these only count.
+ * SHOAL_ENOTINIT before shoal_init; enable without a disable: SHOAL_EINVAL. */
+SHOAL_API int shoal_handlers_disable(void);
+SHOAL_API int shoal_handlers_enable(void);
+
 /* ---- active messages ----------------------------------------------------- */
 #define SHOAL_AM_MAX_ARGS 16      /* 64-bit argument words per message */
 #define SHOAL_AM_MAX_HANDLERS 256 /* user handler indices 0..255 */

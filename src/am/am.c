@@ -307,6 +307,8 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         extra = seg;
     }
     ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
+    if (UTIL_UNLIKELY(am_threaded))
+        am_progress_ring(dest);
     am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
 }
@@ -424,6 +426,7 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
 
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
+    AM_GUARD();
     int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
     if (UTIL_UNLIKELY(rc))
         return rc;
@@ -433,6 +436,7 @@ int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned 
 int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                             unsigned nargs, const uint64_t *args)
 {
+    AM_GUARD();
     int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
     if (!rc)
         rc = am_check_medium(src, nbytes);
@@ -444,6 +448,7 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
 int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
+    AM_GUARD();
     int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
     if (!rc)
         rc = am_check_long_payload(dest, seg, offset, src, nbytes);
@@ -464,6 +469,7 @@ static int am_reply_sent(struct am_frame *f, int rc)
 int shoal_am_reply_short(shoal_token_t tok, unsigned handler, unsigned flags, unsigned nargs,
                          const uint64_t *args)
 {
+    AM_GUARD();
     struct am_frame *f = am_reply_frame(tok);
     int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_short");
     if (UTIL_UNLIKELY(rc))
@@ -474,6 +480,7 @@ int shoal_am_reply_short(shoal_token_t tok, unsigned handler, unsigned flags, un
 int shoal_am_reply_medium(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           unsigned nargs, const uint64_t *args)
 {
+    AM_GUARD();
     struct am_frame *f = am_reply_frame(tok);
     int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_medium");
     if (!rc)
@@ -486,6 +493,7 @@ int shoal_am_reply_medium(shoal_token_t tok, unsigned handler, unsigned flags, c
 int shoal_am_reply_long(shoal_token_t tok, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                         shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
+    AM_GUARD();
     struct am_frame *f = am_reply_frame(tok);
     int rc = am_check_reply(f, handler, flags, nargs, args, "shoal_am_reply_long");
     if (!rc)
@@ -534,12 +542,14 @@ int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t 
 
 int shoal_token_source(shoal_token_t tok)
 {
+    AM_GUARD();
     const struct am_frame *f = am_frame_of(tok);
     return f ? f->src : -1;
 }
 
 int shoal_am_register(unsigned index, shoal_handler_t fn)
 {
+    AM_GUARD();
     if (index >= SHOAL_AM_MAX_HANDLERS || !fn)
         return SHOAL_EINVAL;
     am_handlers[index] = fn;

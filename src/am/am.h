@@ -101,6 +101,36 @@ void am_wait_step(struct util_backoff *b);
 void am_progress_wait(struct util_backoff *b, int replies_only);
 
 
+/* ---- SHOAL_PROGRESS=thread (progress.c) --------------------------------- */
+/* One thread at a time is inside shoal: the application's thread during its
+ * calls (it runs handlers in its waits, as in poll mode), the progress
+ * thread while it runs handlers, or the application inside
+ * shoal_handlers_disable.  Every public call that touches state a handler
+ * may touch starts with AM_GUARD(), which takes that lock in thread mode
+ * (nested calls on the same thread count) and gives it back when the call
+ * returns; in poll mode it costs one test of a flag that never changes. */
+extern int am_threaded;
+void am_lock_enter(void);
+void am_lock_leave(void);
+static inline int am_guard_enter(void)
+{
+    if (UTIL_LIKELY(!am_threaded))
+        return 0;
+    am_lock_enter();
+    return 1;
+}
+static inline void am_guard_leave(int *held)
+{
+    if (*held)
+        am_lock_leave();
+}
+#define AM_GUARD() int am_guard_held_ __attribute__((cleanup(am_guard_leave), unused)) = am_guard_enter()
+/* Starts the progress thread when SHOAL_PROGRESS=thread (end of shoal_init):
+ * SHOAL_OK or SHOAL_ESYS after logging why. */
+int am_progress_start(void);
+/* Stops and joins it (start of shoal_finalize; nothing when not started). */
+void am_progress_stop(void);
+
 /* ---- the transports (transports.c) -------------------------------------- */
 /* The implementation of transport t: NULL for shm (inline here) and for a
  * transport this build lacks. */

@@ -54,6 +54,7 @@ static const struct am_segment *seg_lookup(shoal_seg_t seg)
 
 int shoal_seg_local(shoal_seg_t seg, void **base, size_t *size)
 {
+    AM_GUARD();
     const struct am_segment *s = seg_lookup(seg);
     if (!s)
         return am.rank < 0 ? SHOAL_ENOTINIT : SHOAL_ESEGMENT;
@@ -66,6 +67,7 @@ int shoal_seg_local(shoal_seg_t seg, void **base, size_t *size)
 
 int shoal_seg_size(shoal_seg_t seg, int rank, size_t *size)
 {
+    AM_GUARD();
     const struct am_segment *s = seg_lookup(seg);
     if (!s)
         return am.rank < 0 ? SHOAL_ENOTINIT : SHOAL_ESEGMENT;

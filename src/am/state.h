@@ -67,6 +67,10 @@ static inline void am_thread_note(const char *call)
         am_thread_call = call;
 }
 
+/* After a message to local rank dest is in its ring, in thread mode: wakes
+ * dest's progress thread if it announced it sleeps (progress.c). */
+void am_progress_ring(int dest);
+
 /* Runs handler h for a message from src (its table entry is checked). */
 void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
                     size_t n);

@@ -347,6 +347,7 @@ static int coll_barrier(void);
 
 int shoal_barrier(void)
 {
+    AM_GUARD();
     hang_push("shoal_barrier", -1, 0, NULL, NULL);
     int rc = coll_barrier();
     hang_pop();

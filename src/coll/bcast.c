@@ -332,6 +332,7 @@ static int bc_describe(const struct hang_wait *w, char *buf, size_t n)
 
 int shoal_broadcast(void *buf, size_t n, int root)
 {
+    AM_GUARD();
     if (am_rank() < 0)
         return SHOAL_ENOTINIT;
     if (root < 0 || root >= am_size())

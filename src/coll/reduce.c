@@ -193,6 +193,7 @@ static int rd_reduce(const void *in, void *out, size_t count, enum shoal_atype t
 
 int shoal_reduce(const void *in, void *out, size_t count, enum shoal_atype type, enum shoal_rop op, int root)
 {
+    AM_GUARD();
     int rc = rd_check(count, type, op, root, "shoal_reduce");
     if (rc)
         return rc;
@@ -203,6 +204,7 @@ int shoal_reduce(const void *in, void *out, size_t count, enum shoal_atype type,
 
 int shoal_allreduce(const void *in, void *out, size_t count, enum shoal_atype type, enum shoal_rop op)
 {
+    AM_GUARD();
     int rc = rd_check(count, type, op, 0, "shoal_allreduce");
     if (rc)
         return rc;

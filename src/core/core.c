@@ -83,8 +83,10 @@ static void core_log_summary(void)
     char why[256], layout[512];
     if (boot_choose(&name, why, sizeof why) != SHOAL_OK || !name)
         snprintf(why, sizeof why, "?");
-    LOG(LOG_INFO, "job %016llx: %s; bootstrap %s (%s); progress: poll (handlers run inside shoal calls)",
-        (unsigned long long)boot.job_id, am_describe_job(layout, sizeof layout), name ? name : "?", why);
+    LOG(LOG_INFO, "job %016llx: %s; bootstrap %s (%s); progress: %s", (unsigned long long)boot.job_id,
+        am_describe_job(layout, sizeof layout), name ? name : "?", why,
+        am_threaded ? "thread (a progress thread runs handlers as messages arrive; SHOAL_PROGRESS=thread)"
+                    : "poll (handlers run inside shoal calls)");
 }
 
 int shoal_init(int *argc, char ***argv)
@@ -130,6 +132,8 @@ int shoal_init(int *argc, char ***argv)
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
+    if (rc == SHOAL_OK)
+        rc = am_progress_start(); /* SHOAL_PROGRESS=thread */
     if (rc == SHOAL_OK && boot.rank == 0 && util_log_level >= LOG_INFO)
         core_log_summary();
     return rc;
@@ -289,9 +293,11 @@ static int core_print_stats(void)
 
 int shoal_finalize(void)
 {
+    AM_GUARD(); /* held, the progress thread is not in a handler as it stops */
     int rc = core_blocking_entry("shoal_finalize");
     if (rc)
         return rc;
+    am_progress_stop();
     hang_push("shoal_finalize", -1, 0, NULL, core_describe_finalize); /* am_fini clears it */
     coll_finalizing();
     rc = core_quiesce();
@@ -309,6 +315,7 @@ int shoal_finalize(void)
 
 int shoal_seg_create(size_t size, shoal_seg_t *seg)
 {
+    AM_GUARD();
     int rc = am_seg_create(size, seg);
     /* No long message may reach the new segment before its owner has it in
      * its table: nobody sends into it until everyone is past here. */
@@ -327,6 +334,7 @@ int shoal_size(void)
 
 int shoal_rank_local(int rank)
 {
+    AM_GUARD();
     if (!initialized)
         return SHOAL_ENOTINIT;
     if (rank < 0 || rank >= boot.size)
@@ -362,6 +370,7 @@ void shoal_on_peer_failure(shoal_failure_handler_t fn, void *arg)
 
 int shoal_poll(void)
 {
+    AM_GUARD();
     int rc = core_blocking_entry("shoal_poll");
     if (rc)
         return rc;
@@ -373,6 +382,7 @@ int shoal_poll(void)
 
 int shoal_wait_until(volatile uint64_t *flag, uint64_t value)
 {
+    AM_GUARD();
     int rc = core_blocking_entry("shoal_wait_until");
     if (rc)
         return rc;
@@ -395,6 +405,7 @@ double shoal_wtime(void)
 
 int shoal_stats_get(struct shoal_stats *out)
 {
+    AM_GUARD();
     if (!initialized)
         return SHOAL_ENOTINIT;
     if (!out)

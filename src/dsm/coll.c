@@ -35,6 +35,7 @@ void dsm_barrier(void)
 
 void rgn_barrier(void)
 {
+    AM_GUARD();
     dsm_check_init("rgn_barrier");
     dsm_barrier();
     dsm_observe_mark(&dsm.node, COSMOS_MARK_BARRIER);
@@ -50,6 +51,7 @@ static void check_buffer(const char *call, int nbytes, void *buf)
 
 void rgn_bcast_send(int nbytes, void *buf)
 {
+    AM_GUARD();
     check_buffer("rgn_bcast_send", nbytes, buf);
     int from;
     size_t sent;
@@ -60,6 +62,7 @@ void rgn_bcast_send(int nbytes, void *buf)
 
 void rgn_bcast_recv(int nbytes, void *buf)
 {
+    AM_GUARD();
     check_buffer("rgn_bcast_recv", nbytes, buf);
     int from;
     size_t sent;
@@ -82,15 +85,18 @@ static double reduce(enum shoal_rop op, double x, const char *call)
 
 double rgn_reduce_dadd(double x)
 {
+    AM_GUARD();
     return reduce(SHOAL_ROP_SUM, x, "rgn_reduce_dadd");
 }
 
 double rgn_reduce_dmin(double x)
 {
+    AM_GUARD();
     return reduce(SHOAL_ROP_MIN, x, "rgn_reduce_dmin");
 }
 
 double rgn_reduce_dmax(double x)
 {
+    AM_GUARD();
     return reduce(SHOAL_ROP_MAX, x, "rgn_reduce_dmax");
 }

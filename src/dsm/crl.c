@@ -157,6 +157,7 @@ static struct dsm_region *map_miss(rid_t rid)
 
 void *rgn_map(rid_t rid)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     dsm_check_init("rgn_map");
     struct dsm_region *r = dsm_lookup(&dsm.node, rid);
@@ -187,6 +188,7 @@ static int op_in_progress(unsigned state)
 
 void rgn_unmap(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     struct dsm_region *r = region_arg(rgn, "rgn_unmap");
     dsm_note_call(&dsm.node, r, DSM_CALL_UNMAP);
@@ -204,11 +206,13 @@ void rgn_unmap(void *rgn)
 
 rid_t rgn_rid(void *rgn)
 {
+    AM_GUARD();
     return region_arg(rgn, "rgn_rid")->rid;
 }
 
 unsigned rgn_size(void *rgn)
 {
+    AM_GUARD();
     return region_arg(rgn, "rgn_size")->size;
 }
 
@@ -216,6 +220,7 @@ unsigned rgn_size(void *rgn)
 
 rid_t rgn_create(unsigned size)
 {
+    AM_GUARD();
     dsm_check_init("rgn_create");
     return dsm_create(&dsm.node, size)->rid;
 }
@@ -225,6 +230,7 @@ rid_t rgn_create(unsigned size)
  * follows this call, on any rank, finds the region gone. */
 void rgn_delete(rid_t rid)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     dsm_check_init("rgn_delete");
     if (DSM_RID_HOME(rid) >= dsm.node.nranks)
@@ -280,6 +286,7 @@ static void wait_started(const char *call, struct dsm_region *r, enum dsm_start 
 
 void rgn_start_read(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     struct dsm_region *r = region_arg(rgn, "rgn_start_read");
     poll_now_and_then();
@@ -291,6 +298,7 @@ void rgn_start_read(void *rgn)
 
 void rgn_start_write(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     struct dsm_region *r = region_arg(rgn, "rgn_start_write");
     poll_now_and_then();
@@ -302,6 +310,7 @@ void rgn_start_write(void *rgn)
 
 void rgn_end_read(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     dsm_end_read(&dsm.node, region_arg(rgn, "rgn_end_read"));
     dsm_flush_outbox();
@@ -310,6 +319,7 @@ void rgn_end_read(void *rgn)
 
 void rgn_end_write(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     dsm_end_write(&dsm.node, region_arg(rgn, "rgn_end_write"));
     dsm_flush_outbox();
@@ -318,6 +328,7 @@ void rgn_end_write(void *rgn)
 
 void rgn_flush(void *rgn)
 {
+    AM_GUARD();
     uint64_t t0 = time_begin();
     dsm_flush(&dsm.node, region_arg(rgn, "rgn_flush"));
     dsm_flush_outbox();
@@ -405,6 +416,7 @@ static void cosmos_begin(void)
 
 void crl_init(void)
 {
+    AM_GUARD();
     if (dsm.initialized)
         shoal_abort(1, "crl: crl_init called twice");
     int started = 0;
@@ -438,6 +450,7 @@ void crl_init(void)
 
 void crl_exit(void)
 {
+    AM_GUARD();
     dsm_check_init("crl_exit");
     dsm_barrier(); /* no rank is in an operation any more */
     if (dsm.timing)

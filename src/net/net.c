@@ -571,6 +571,13 @@ static void net_wait(uint64_t max_ns)
     ppoll(pfd, reading_bcast() ? 2 : 1, &ts, NULL);
 }
 
+/* Broadcasts (the other socket) only matter inside a collective, when the
+ * application is in shoal and polls itself. */
+static int net_wait_fd(void)
+{
+    return net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd;
+}
+
 static const char *net_describe(char *buf, size_t cap)
 {
     char ep[64];
@@ -840,7 +847,10 @@ static int net_init(const struct tp_init *in)
     rc = start_engines(job_id, &me);
     if (rc)
         return rc;
-    if (util_config_int(CFG_NET_THREAD) == 1 && (rc = start_thread()) != SHOAL_OK)
+    /* SHOAL_PROGRESS=thread's thread polls the transport itself, and must be
+     * the one that reads the socket it sleeps on */
+    int threaded = strcmp(util_config_str(CFG_PROGRESS), "thread") == 0;
+    if (util_config_int(CFG_NET_THREAD) == 1 && !threaded && (rc = start_thread()) != SHOAL_OK)
         return rc;
     net.bcast_native = net.carrier == CARRIER_ETH ? util_config_int(CFG_NET_BCAST) == 1 : net.ubcast.fd >= 0;
     net.active = 1;
@@ -962,4 +972,5 @@ const struct tp_ops net_transport = {
     .bcast = net_bcast,
     .bcast_native = net_bcast_native,
     .bcast_listen = net_bcast_listen,
+    .wait_fd = net_wait_fd,
 };

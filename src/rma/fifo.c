@@ -234,6 +234,7 @@ size_t shoal_fifo_footprint(size_t entry_bytes, uint32_t entries, unsigned kind)
 
 int shoal_fifo_init(shoal_mem_t mem, size_t off, size_t entry_bytes, uint32_t entries, unsigned kind)
 {
+    AM_GUARD();
     char *base;
     size_t size;
     int rc = own_segment(mem, &base, &size);
@@ -246,6 +247,7 @@ int shoal_fifo_init(shoal_mem_t mem, size_t off, size_t entry_bytes, uint32_t en
 
 int shoal_fifo_dequeue(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n, int *src)
 {
+    AM_GUARD();
     char *base;
     size_t size;
     int rc = own_segment(mem, &base, &size);

@@ -34,6 +34,7 @@ static struct pending *at(shoal_fifoe_sender_t *s, uint32_t i)
 
 int shoal_fifoe_sender_create(shoal_rmem_t m, size_t off, uint32_t max_pending, shoal_fifoe_sender_t **out)
 {
+    AM_GUARD();
     if (!out || max_pending == 0 || max_pending > 65536)
         return SHOAL_EINVAL;
     if (rma.rank < 0)
@@ -117,6 +118,7 @@ static int send_queued(shoal_fifoe_sender_t *s, unsigned first_flags, int only_f
 
 int shoal_fifoe_progress(shoal_fifoe_sender_t *s)
 {
+    AM_GUARD();
     if (!s)
         return SHOAL_EINVAL;
     int inflight, cancelled;
@@ -142,6 +144,7 @@ int shoal_fifoe_progress(shoal_fifoe_sender_t *s)
 
 int shoal_fifoe_send(shoal_fifoe_sender_t *s, const void *data, size_t n)
 {
+    AM_GUARD();
     if (!s || (n && !data))
         return SHOAL_EINVAL;
     if (n > RMA_MAX_STRUCT_DATA)
@@ -163,6 +166,7 @@ int shoal_fifoe_send(shoal_fifoe_sender_t *s, const void *data, size_t n)
 
 int shoal_fifoe_flush(shoal_fifoe_sender_t *s, double timeout_s)
 {
+    AM_GUARD();
     if (!s)
         return SHOAL_EINVAL;
     uint64_t deadline = util_now_ns() + (uint64_t)(timeout_s * 1e9);
@@ -183,6 +187,7 @@ int shoal_fifoe_flush(shoal_fifoe_sender_t *s, double timeout_s)
 
 int shoal_fifoe_sender_destroy(shoal_fifoe_sender_t *s)
 {
+    AM_GUARD();
     if (!s)
         return SHOAL_EINVAL;
     for (uint32_t i = 0; i < s->count; i++)

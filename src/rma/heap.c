@@ -215,6 +215,7 @@ static int check_perms(unsigned perms)
 
 int shoal_mem_create(size_t size, unsigned perms, shoal_mem_t *mem)
 {
+    AM_GUARD();
     int rc = rma_ready();
     if (rc)
         return rc;
@@ -244,6 +245,7 @@ int shoal_mem_create(size_t size, unsigned perms, shoal_mem_t *mem)
 
 int shoal_mem_register(void *base, size_t size, unsigned perms, shoal_mem_t *mem)
 {
+    AM_GUARD();
     int rc = rma_ready();
     if (rc)
         return rc;
@@ -274,6 +276,7 @@ static int own_status(shoal_mem_t mem, struct rma_entry **e)
 
 int shoal_mem_destroy(shoal_mem_t mem)
 {
+    AM_GUARD();
     struct rma_entry *e;
     int rc = own_status(mem, &e);
     if (rc)
@@ -292,6 +295,7 @@ int shoal_mem_destroy(shoal_mem_t mem)
 
 int shoal_mem_local(shoal_mem_t mem, void **base, size_t *size)
 {
+    AM_GUARD();
     struct rma_entry *e;
     int rc = own_status(mem, &e);
     if (rc)
@@ -305,6 +309,7 @@ int shoal_mem_local(shoal_mem_t mem, void **base, size_t *size)
 
 int shoal_mem_export(shoal_mem_t mem, shoal_rmem_t *out)
 {
+    AM_GUARD();
     struct rma_entry *e;
     int rc = own_status(mem, &e);
     if (rc)
@@ -317,6 +322,7 @@ int shoal_mem_export(shoal_mem_t mem, shoal_rmem_t *out)
 
 int shoal_mem_exchange(shoal_mem_t mem, shoal_rmem_t *all)
 {
+    AM_GUARD();
     if (rma.rank < 0)
         return SHOAL_ENOTINIT;
     int rc = am_blocking_allowed("shoal_mem_exchange");

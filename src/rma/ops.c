@@ -153,6 +153,7 @@ static int wait_handle(shoal_handle_t *h)
 
 int shoal_test(shoal_handle_t *h)
 {
+    AM_GUARD();
     if (!h)
         return SHOAL_EINVAL;
     if (h->status == SHOAL_PENDING && !am_in_handler() && rma.rank >= 0)
@@ -162,6 +163,7 @@ int shoal_test(shoal_handle_t *h)
 
 int shoal_wait(shoal_handle_t *h)
 {
+    AM_GUARD();
     if (!h)
         return SHOAL_EINVAL;
     if (h->status != SHOAL_PENDING)
@@ -172,6 +174,7 @@ int shoal_wait(shoal_handle_t *h)
 
 int shoal_color_counts(unsigned c, uint64_t *issued, uint64_t *completed)
 {
+    AM_GUARD();
     if (c == 0 || c >= SHOAL_COLORS)
         return SHOAL_EINVAL;
     if (issued)
@@ -183,6 +186,7 @@ int shoal_color_counts(unsigned c, uint64_t *issued, uint64_t *completed)
 
 int shoal_color_wait(unsigned c)
 {
+    AM_GUARD();
     if (c == 0 || c >= SHOAL_COLORS)
         return SHOAL_EINVAL;
     int rc = rma.rank < 0 ? SHOAL_ENOTINIT : am_blocking_allowed("shoal_color_wait");
@@ -716,6 +720,7 @@ static inline __attribute__((always_inline)) void fast_copy(void *dst, const voi
 
 int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     char *p = fast_direct(dst, off, n, flags, h, SHOAL_MEM_WRITE);
     if (UTIL_LIKELY(p && src)) {
         fast_copy(p, src, n, flags);
@@ -729,6 +734,7 @@ int shoal_put(shoal_rmem_t dst, size_t off, const void *src, size_t n, unsigned 
 int shoal_put_flag(shoal_rmem_t dst, size_t off, const void *src, size_t n, size_t flag_off, uint64_t flag_value,
                    unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_PUT_FLAG, dst, off, n, src);
     c.a = flag_off;
     c.b = flag_value;
@@ -738,6 +744,7 @@ int shoal_put_flag(shoal_rmem_t dst, size_t off, const void *src, size_t n, size
 
 int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     char *p = fast_direct(src, off, n, flags, h, SHOAL_MEM_READ);
     if (UTIL_LIKELY(p && dst)) {
         fast_copy(dst, p, n, flags);
@@ -751,6 +758,7 @@ int shoal_get(void *dst, shoal_rmem_t src, size_t off, size_t n, unsigned flags,
 int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_atype type, const void *operands,
                    void *old, size_t count, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     int rc = SHOAL_OK;
     if ((unsigned)op > SHOAL_AOP_SWAP || (unsigned)type > SHOAL_DOUBLE || (count && !operands) ||
         (type == SHOAL_DOUBLE && op != SHOAL_AOP_ADD && op != SHOAL_AOP_SWAP))
@@ -778,6 +786,7 @@ int shoal_fetch_op(shoal_rmem_t m, size_t off, enum shoal_aop op, enum shoal_aty
 
 int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
 {
+    AM_GUARD();
     char *p = fast_direct(m, off, 8, 0, NULL, SHOAL_MEM_ATOMIC);
     if (UTIL_LIKELY(p && !((uintptr_t)p & 7u))) {
         int64_t o = __atomic_fetch_add((int64_t *)p, add, __ATOMIC_SEQ_CST);
@@ -792,6 +801,7 @@ int shoal_fetch_add64(shoal_rmem_t m, size_t off, int64_t add, int64_t *old)
 int shoal_cas(shoal_rmem_t m, size_t cmp_off, uint64_t expected, size_t swap_off, uint64_t desired,
               struct shoal_cas_result *res, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_CAS, m, cmp_off, 0, NULL);
     c.a = expected;
     c.b = swap_off;
@@ -803,6 +813,7 @@ int shoal_cas(shoal_rmem_t m, size_t cmp_off, uint64_t expected, size_t swap_off
 int shoal_zbuffer(shoal_rmem_t m, size_t ref_off, int64_t depth, size_t data_off, const void *data, size_t n,
                   int *written, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_ZBUF, m, ref_off, n, data);
     c.a = (uint64_t)depth;
     c.b = data_off;
@@ -813,6 +824,7 @@ int shoal_zbuffer(shoal_rmem_t m, size_t ref_off, int64_t depth, size_t data_off
 int shoal_zbuffer_packed(shoal_rmem_t m, size_t off, const uint64_t *cells, size_t count, unsigned flags,
                          shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_ZBUF_PACKED, m, off, count, cells);
     struct rma_result res = {0};
     int rc = count && !cells ? SHOAL_EINVAL : count > SIZE_MAX / 8 ? SHOAL_ETOOBIG : aligned_offset(off);
@@ -821,6 +833,7 @@ int shoal_zbuffer_packed(shoal_rmem_t m, size_t off, const uint64_t *cells, size
 
 int shoal_fifo_enqueue(shoal_rmem_t m, size_t off, const void *data, size_t n, unsigned flags, shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_FIFO, m, off, n, data);
     struct rma_result res = {0};
     return submit(m, &c, &res, flags, h, SHOAL_FIFO_RETRY, max_struct_data(n));
@@ -829,6 +842,7 @@ int shoal_fifo_enqueue(shoal_rmem_t m, size_t off, const void *data, size_t n, u
 int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t n, size_t offset, unsigned flags,
                  shoal_handle_t *h)
 {
+    AM_GUARD();
     struct rma_cmd c = cmd_for(RMA_SIGNAL, m, off, n, data);
     c.b = offset;
     struct rma_result res = {0};
@@ -837,6 +851,7 @@ int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t n, size_t 
 
 int shoal_fence(void)
 {
+    AM_GUARD();
     if (rma.rank < 0)
         return SHOAL_ENOTINIT;
     int rc = am_blocking_allowed("shoal_fence");

@@ -31,6 +31,7 @@ static shoal_signal_handler_t sig_handlers[SHOAL_SIGNAL_MAX_HANDLERS];
 
 int shoal_signal_register(unsigned index, shoal_signal_handler_t fn)
 {
+    AM_GUARD();
     if (index >= SHOAL_SIGNAL_MAX_HANDLERS || !fn)
         return SHOAL_EINVAL;
     sig_handlers[index] = fn;
@@ -88,6 +89,7 @@ static int own_sig(shoal_mem_t mem, size_t off, struct sig_view *v)
 
 int shoal_signal_init(shoal_mem_t mem, size_t off, const struct shoal_signal_config *cfg)
 {
+    AM_GUARD();
     void *b;
     size_t size;
     int rc = shoal_mem_local(mem, &b, &size);
@@ -172,6 +174,7 @@ int rma_signal_deliver(shoal_mem_t mem, char *seg, uint64_t seg_size, uint64_t o
 
 int shoal_signal_enable(shoal_mem_t mem, size_t off, int enabled)
 {
+    AM_GUARD();
     struct sig_view v;
     int rc = own_sig(mem, off, &v);
     if (rc == SHOAL_OK)
@@ -181,6 +184,7 @@ int shoal_signal_enable(shoal_mem_t mem, size_t off, int enabled)
 
 int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n, int *src)
 {
+    AM_GUARD();
     struct sig_view v;
     int rc = own_sig(mem, off, &v);
     if (rc)
@@ -198,6 +202,7 @@ int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t
 
 int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queued)
 {
+    AM_GUARD();
     struct sig_view v;
     int rc = own_sig(mem, off, &v);
     if (rc)

@@ -138,6 +138,10 @@ void shm_fini(struct shm_state *st)
     memset(st, 0, sizeof *st);
 }
 
+_Static_assert(SHM_BARRIER_OFFSET + SHM_BARRIER_ROUNDS * RING_HEAD_BLOCK <= SHM_DOORBELL_OFFSET &&
+                   SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_HEADS_OFFSET,
+               "the doorbell sits between the barrier flags and the heads");
+
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round)
 {
     return (struct shm_barrier_flag *)((char *)st->regions[r] + SHM_BARRIER_OFFSET) + round;

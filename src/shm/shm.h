@@ -12,10 +12,11 @@
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 2u
+#define SHM_LAYOUT_VERSION 3u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
+#define SHM_DOORBELL_OFFSET 6144u
 #define SHM_HEADS_OFFSET 8192u
 
 struct shm_region_header {
@@ -34,6 +35,15 @@ struct shm_region_header {
 struct shm_barrier_flag {
     _Atomic uint64_t epoch;
     char pad[RING_HEAD_BLOCK - sizeof(uint64_t)];
+} __attribute__((aligned(RING_HEAD_BLOCK)));
+
+/* The owner's progress thread (SHOAL_PROGRESS=thread) sleeps on this word
+ * when it has nothing to do: 1 says so, and the first sender to see it
+ * clears it and wakes the thread (a futex shared between processes).  0
+ * the rest of the time, so senders to a rank that polls only look. */
+struct shm_doorbell {
+    _Atomic uint32_t asleep;
+    char pad[RING_HEAD_BLOCK - sizeof(uint32_t)];
 } __attribute__((aligned(RING_HEAD_BLOCK)));
 
 struct shm_state {
@@ -60,6 +70,12 @@ size_t shm_region_bytes(int nranks, uint32_t ring_slots);
  * inbox of every peer on this host (boot_rank_local) and validates it. */
 int shm_init(struct shm_state *st, int rank, int nranks);
 void shm_fini(struct shm_state *st);
+
+/* Rank r's doorbell, in its inbox (r on this host). */
+static inline struct shm_doorbell *shm_doorbell(const struct shm_state *st, int r)
+{
+    return (struct shm_doorbell *)((char *)st->regions[r] + SHM_DOORBELL_OFFSET);
+}
 
 /* Barrier flag `round` in rank r's inbox. */
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round);

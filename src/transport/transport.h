@@ -13,7 +13,10 @@
  *
  * Progress is the caller's: nothing is delivered except inside poll(), on
  * the calling thread.  A transport may keep a thread of its own for acks and
- * keepalives, never for delivery.
+ * keepalives, never for delivery.  With SHOAL_PROGRESS=thread am's progress
+ * thread is one more caller (am/progress.c): it calls poll() holding am's
+ * lock, never at the same time as the application, and sleeps outside it
+ * on wait_fd(), which no other operation touches.
  *
  * This header depends on nothing but the C library, so a transport's folder
  * includes it and util/util.h, and no layer above am includes a transport. */
@@ -147,6 +150,10 @@ struct tp_ops {
     /* Native one-sided commands (NULL: none; then, or when available()
      * says 0, the AM layer's users execute commands at the target). */
     const struct tp_rma_ops *rma;
+    /* A descriptor that polls readable when a message may have arrived, for
+     * a thread to sleep on while another may be inside the other operations
+     * (am's progress thread); -1 or NULL: none, that thread naps instead. */
+    int (*wait_fd)(void);
 };
 
 #endif

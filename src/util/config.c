@@ -42,10 +42,12 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                            "udp: how many peers get a send socket of their own, connected to them (the first ones sent to; it skips a route lookup per packet); the rest are sent to from the one receiving socket. Each costs a file descriptor and sends from an ephemeral port"},
     [CFG_NET_DEAD_MS] = {"SHOAL_NET_DEAD_MS", "3000",
                          "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
+    [CFG_PROGRESS] = {"SHOAL_PROGRESS", "poll",
+                      "who runs handlers: poll (only the application's shoal calls) or thread (also a progress thread per rank, woken by arrival, while the application computes outside shoal)"},
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
-                        "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do"},
+                        "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do; with SHOAL_PROGRESS=thread that thread does this work and this one is not started"},
     [CFG_NET_BCAST] = {"SHOAL_NET_BCAST", "1",
                        "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost; 0: only reliable messages along a tree"},
     [CFG_NET_GSO] = {"SHOAL_NET_GSO", "1",
@@ -146,6 +148,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "rw") && strcmp(v, "0")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
+    case CFG_PROGRESS:
+        return (strcmp(v, "poll") && strcmp(v, "thread")) ? -1 : 0;
     case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */
     case CFG_COSMOS_TRACE: /* opened, with a message naming it, by crl_init */
         return 0;
