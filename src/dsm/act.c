@@ -1,0 +1,133 @@
+/* The Cosmos actions (act.h): when to take each, and how each is judged
+ * confirmed (the message it predicted would have come) or wasted. */
+#include "dsm/act.h"
+
+#include "cosmos/trace.h"
+#include "util/util.h"
+
+
+_Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names every enum dsm_act_kind");
+
+/* Is <sender, one of the types> the next message predicted for r at this
+ * side?  sender is also the one named to a sender-indexed predictor. */
+static int predicted(struct dsm_node *node, const struct dsm_region *r, int home, uint32_t sender, unsigned t1,
+                     unsigned t2, unsigned *type)
+{
+    uint32_t s = sender;
+    return node->predict(node, r->rid, home, &s, type) && s == sender && (*type == t1 || *type == t2);
+}
+
+/* The action makes the predicted message unnecessary: the predictor is
+ * told it came, so the pattern that led to the action stays learnt (else
+ * the action's own effect would unteach it every other time). */
+static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_act_kind kind, int home,
+                  uint32_t sender, unsigned type)
+{
+    node->stats.act_taken[kind]++;
+    if (node->assume)
+        node->assume(node, r->rid, home, sender, type);
+}
+
+int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t who, enum dsm_act_kind kind)
+{
+    unsigned type;
+    if (!(node->act & DSM_ACT_BIT(kind)))
+        return 0;
+    if (r->act & DSM_RACT_XREAD_SKIP) { /* the last one came back unwritten: hear the stream once */
+        r->act &= (uint8_t)~DSM_RACT_XREAD_SKIP;
+        return 0;
+    }
+    if (!predicted(node, r, 1, who, COSMOS_UPGRADE_REQ, COSMOS_UPGRADE_REQ, &type))
+        return 0;
+    taken(node, r, kind, 1, who, type);
+    return 1;
+}
+
+int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
+{
+    unsigned type;
+    uint32_t home = DSM_RID_HOME(r->rid);
+    if (!(node->act & DSM_ACT_BIT(DSM_ACT_DSI)))
+        return 0;
+    if (r->act & DSM_RACT_DSI_SKIP) {
+        r->act &= (uint8_t)~DSM_RACT_DSI_SKIP;
+        return 0;
+    }
+    if (!predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
+        return 0;
+    taken(node, r, DSM_ACT_DSI, 0, home, type);
+    r->act |= DSM_RACT_DSI_FLUSHED;
+    return 1;
+}
+
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t version, uint32_t aux)
+{
+    (void)node;
+    /* The home granted nothing between our self-invalidation and this
+     * grant: nobody wanted the copy meanwhile, the flush only cost a miss;
+     * decline the next one so the predictor hears the real stream.  (The
+     * home judges precisely, dsm_act_judge; this is the remote's guess.) */
+    if (r->act & DSM_RACT_DSI_FLUSHED) {
+        r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
+        if (version == r->version + 1)
+            r->act |= DSM_RACT_DSI_SKIP;
+    }
+    if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
+        r->act |= DSM_RACT_RMW_UNWRITTEN;
+    else if (aux & DSM_ACT_BIT(DSM_ACT_MIGRATORY))
+        r->act |= DSM_RACT_MIG_UNWRITTEN;
+}
+
+static enum dsm_act_kind xread_kind(const struct dsm_region *r)
+{
+    return r->act & DSM_RACT_RMW_UNWRITTEN ? DSM_ACT_RMW : DSM_ACT_MIGRATORY;
+}
+
+#define XREAD_UNWRITTEN (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN)
+
+void dsm_act_written(struct dsm_node *node, struct dsm_region *r)
+{
+    node->stats.act_confirmed[xread_kind(r)]++; /* the upgrade it predicted would have been sent now */
+    r->act &= (uint8_t)~XREAD_UNWRITTEN;
+}
+
+uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int flush)
+{
+    uint32_t aux = 0;
+    if (r->act & XREAD_UNWRITTEN) {
+        node->stats.act_wasted[xread_kind(r)]++;
+        r->act &= (uint8_t)~XREAD_UNWRITTEN;
+        aux |= DSM_ACT_BIT(DSM_ACT_RMW);
+    }
+    if (flush && (r->act & DSM_RACT_DSI_FLUSHED))
+        aux |= DSM_ACT_BIT(DSM_ACT_DSI);
+    return aux;
+}
+
+void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m)
+{
+    if (m->aux & DSM_ACT_BIT(DSM_ACT_RMW))
+        r->act |= DSM_RACT_XREAD_SKIP;
+    if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI)) {
+        r->act |= DSM_RACT_DSI_PENDING;
+        r->dsi_from = (m->src + 1) | (m->type == DSM_MSG_FLUSH_DATA ? DSM_DSI_DIRTY : 0);
+    }
+}
+
+/* A self-invalidated copy's fate, at the next request or home start that
+ * would have concerned it: its own rank asking again first wasted it; a
+ * write elsewhere (or any use of a dirty copy) would have invalidated it,
+ * so the invalidation it predicted would have come.  A read of a clean
+ * copy elsewhere decides nothing yet. */
+void dsm_act_judge(struct dsm_node *node, struct dsm_region *r, uint32_t who, int write)
+{
+    uint32_t from = (r->dsi_from & ~DSM_DSI_DIRTY) - 1;
+    if (who == from)
+        node->stats.act_wasted[DSM_ACT_DSI]++;
+    else if (write || (r->dsi_from & DSM_DSI_DIRTY))
+        node->stats.act_confirmed[DSM_ACT_DSI]++;
+    else
+        return;
+    r->act &= (uint8_t)~DSM_RACT_DSI_PENDING;
+    r->dsi_from = 0;
+}
