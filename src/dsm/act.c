@@ -43,35 +43,39 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
     return 1;
 }
 
+/* Timing (§6.3.2): the prediction says an invalidation comes next, not
+ * when.  A copy used several times before it is needed elsewhere would
+ * miss again after each early flush, so the flush waits for the last use,
+ * counted as the last copy's (Lai and Falsafi's last touch): `touches` is
+ * learnt from the real invalidations, and raised past `uses` when the home
+ * reports a flush wasted. */
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
 {
     unsigned type;
     uint32_t home = DSM_RID_HOME(r->rid);
     if (!(node->act & DSM_ACT_BIT(DSM_ACT_DSI)))
         return 0;
-    if (r->act & DSM_RACT_DSI_SKIP) {
-        r->act &= (uint8_t)~DSM_RACT_DSI_SKIP;
-        return 0;
-    }
-    if (!predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
+    if (r->uses < UINT16_MAX)
+        r->uses++;
+    if (r->uses < r->touches || !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
         return 0;
     taken(node, r, DSM_ACT_DSI, 0, home, type);
     r->act |= DSM_RACT_DSI_FLUSHED;
     return 1;
 }
 
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t version, uint32_t aux)
+void dsm_act_invalidated(struct dsm_region *r, int in_op)
+{
+    r->touches = (uint16_t)(r->uses + (in_op && r->uses < UINT16_MAX));
+}
+
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
 {
     (void)node;
-    /* The home granted nothing between our self-invalidation and this
-     * grant: nobody wanted the copy meanwhile, the flush only cost a miss;
-     * decline the next one so the predictor hears the real stream.  (The
-     * home judges precisely, dsm_act_judge; this is the remote's guess.) */
-    if (r->act & DSM_RACT_DSI_FLUSHED) {
-        r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
-        if (version == r->version + 1)
-            r->act |= DSM_RACT_DSI_SKIP;
-    }
+    r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
+    if ((aux & DSM_ACT_BIT(DSM_ACT_DSI)) && r->uses < UINT16_MAX) /* our last flush was wasted: one use more */
+        r->touches = (uint16_t)(r->uses + 1);
+    r->uses = 0;
     if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_RMW_UNWRITTEN;
     else if (aux & DSM_ACT_BIT(DSM_ACT_MIGRATORY))
@@ -108,8 +112,8 @@ void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m)
 {
     if (m->aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_XREAD_SKIP;
-    if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI)) {
-        r->act |= DSM_RACT_DSI_PENDING;
+    if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI)) { /* one judged at a time: an older one is dropped */
+        r->act = (uint8_t)((r->act & ~DSM_RACT_DSI_TELL) | DSM_RACT_DSI_PENDING);
         r->dsi_from = (m->src + 1) | (m->type == DSM_MSG_FLUSH_DATA ? DSM_DSI_DIRTY : 0);
     }
 }
@@ -122,12 +126,24 @@ void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m)
 void dsm_act_judge(struct dsm_node *node, struct dsm_region *r, uint32_t who, int write)
 {
     uint32_t from = (r->dsi_from & ~DSM_DSI_DIRTY) - 1;
-    if (who == from)
+    if (who == from) {
         node->stats.act_wasted[DSM_ACT_DSI]++;
-    else if (write || (r->dsi_from & DSM_DSI_DIRTY))
-        node->stats.act_confirmed[DSM_ACT_DSI]++;
-    else
+        r->act |= DSM_RACT_DSI_TELL; /* in the grant this request is about to get */
+        r->act &= (uint8_t)~DSM_RACT_DSI_PENDING;
         return;
+    }
+    if (!write && !(r->dsi_from & DSM_DSI_DIRTY))
+        return;
+    node->stats.act_confirmed[DSM_ACT_DSI]++;
     r->act &= (uint8_t)~DSM_RACT_DSI_PENDING;
     r->dsi_from = 0;
+}
+
+uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who)
+{
+    if (!(r->act & DSM_RACT_DSI_TELL) || who != (r->dsi_from & ~DSM_DSI_DIRTY) - 1)
+        return 0;
+    r->act &= (uint8_t)~DSM_RACT_DSI_TELL;
+    r->dsi_from = 0;
+    return DSM_ACT_BIT(DSM_ACT_DSI);
 }

@@ -5,7 +5,9 @@
  * node->stats.act_*.  Feedback rides on the aux word of messages the
  * protocol sends anyway (DSM_ACT_BIT(kind)): a copy granted exclusive for
  * a read that leaves unwritten tags its ack, flush or release with
- * DSM_ACT_RMW's bit; a self-invalidation tags its flush with DSM_ACT_DSI's. */
+ * DSM_ACT_RMW's bit; a self-invalidation tags its flush with DSM_ACT_DSI's,
+ * and the home's next grant to that rank carries DSM_ACT_DSI's bit when it
+ * judged the self-invalidation wasted. */
 #ifndef SHOAL_DSM_ACT_H
 #define SHOAL_DSM_ACT_H
 
@@ -16,13 +18,16 @@
  * The caller has checked that an exclusive grant is legal now. */
 int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t who, enum dsm_act_kind kind);
 
-/* Remote: flush the copy at its operation's end, because an invalidation
- * is predicted for it next. */
+/* Remote: an operation on the copy ended; flush it now, because an
+ * invalidation is predicted for it next and this was its last use? */
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r);
 
-/* Remote: a grant arrived (before r->version takes its version); aux is
- * the grant's. */
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t version, uint32_t aux);
+/* Remote: a grant arrived; aux is the grant's. */
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux);
+
+/* Remote: an invalidation arrived for the current copy (in_op: during an
+ * operation on it). */
+void dsm_act_invalidated(struct dsm_region *r, int in_op);
 
 /* Remote: a write starts on a copy that came exclusive for a read. */
 void dsm_act_written(struct dsm_node *node, struct dsm_region *r);
@@ -32,6 +37,9 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
 
 /* Home: an accepted ack, flush or release carried action tags. */
 void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m);
+
+/* Home: the aux word of a grant to who (a wasted self-invalidation's news). */
+uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who);
 
 /* Home: a request from who (a write, or not), or the home's own start
  * (who = the home), while a self-invalidation waits to be judged. */

@@ -328,7 +328,7 @@ static void grant_aux(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_
 
 static void grant(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t who)
 {
-    grant_aux(node, r, type, who, 0);
+    grant_aux(node, r, type, who, r->act ? dsm_act_grant_tag(r, who) : 0);
 }
 
 /* A read answered with an exclusive copy (DSM_ACT_RMW, DSM_ACT_MIGRATORY):
@@ -337,7 +337,7 @@ static int grant_exclusive_read(struct dsm_node *node, struct dsm_region *r, uin
 {
     if (!node->act || r->ndir || !dsm_act_exclusive_read(node, r, who, kind))
         return 0;
-    grant_aux(node, r, DSM_MSG_EXCLUSIVE_ACK_DATA, who, DSM_ACT_BIT(kind));
+    grant_aux(node, r, DSM_MSG_EXCLUSIVE_ACK_DATA, who, DSM_ACT_BIT(kind) | dsm_act_grant_tag(r, who));
     r->state = DSM_HOME_INVALID;
     return 1;
 }
@@ -584,6 +584,8 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
         node->stats.early_inv++;
         return;
     }
+    if (node->act && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ)
+        dsm_act_invalidated(r, r->state == DSM_REMOTE_SHARED_RIP || r->state >= DSM_REMOTE_MODIFIED_RIP);
     switch (r->state) {
     case DSM_REMOTE_INVALID:
     case DSM_REMOTE_INVALID_REQ: /* crossed our flush or ack; the home counts that (§A.8) */
@@ -630,8 +632,8 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
         return;
     }
     take_data(r, m);
-    if (r->act || m->aux)
-        dsm_act_granted(node, r, m->version, m->aux);
+    if (node->act)
+        dsm_act_granted(node, r, m->aux);
     r->version = m->version;
     r->released = 0; /* an upgrade: the home has answered after our release */
     /* a read may be answered exclusive (D11): the copy is modified, being read */

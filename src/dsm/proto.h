@@ -156,6 +156,8 @@ struct dsm_region {
     int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
     uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
     uint8_t act;      /* enum dsm_region_act: bookkeeping of the Cosmos actions (dsm/act.c) */
+    uint16_t uses;    /* remote, dsi: operations ended on this copy since its grant */
+    uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
@@ -192,16 +194,16 @@ enum dsm_act_kind {
 
 /* dsm_region.act: what an action left on a region.  At a remote: the copy
  * came exclusive for a read (by rmw or migratory) and is not written yet;
- * its last flush was a self-invalidation; the next self-invalidation is
- * declined (the last looked wasted).  At a home: a self-invalidated copy's
- * fate is not judged yet; the next exclusive-for-read is declined (the
- * last came back unwritten). */
+ * its last flush was a self-invalidation.  At a home: a self-invalidated
+ * copy's fate is not judged yet, or was judged wasted and its rank is not
+ * told yet; the next exclusive-for-read is declined (the last came back
+ * unwritten). */
 enum dsm_region_act {
     DSM_RACT_RMW_UNWRITTEN = 1,
     DSM_RACT_MIG_UNWRITTEN = 2,
     DSM_RACT_DSI_FLUSHED = 4,
-    DSM_RACT_DSI_SKIP = 8,
-    DSM_RACT_DSI_PENDING = 16,
+    DSM_RACT_DSI_PENDING = 8,
+    DSM_RACT_DSI_TELL = 16, /* tell dsi_from's rank, in its next grant, that its flush was wasted */
     DSM_RACT_XREAD_SKIP = 32
 };
 #define DSM_DSI_DIRTY 0x80000000u

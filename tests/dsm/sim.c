@@ -430,7 +430,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, sim_value(r));
     h = mix(h, r->cont_node);
     h = mix(h, r->num_acks);
-    h = mix(h, r->act | (uint64_t)r->dsi_from << 8);
+    h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
         dir[i] = (uint64_t)r->dir[i].node << 32 | r->dir[i].version;
