@@ -47,8 +47,8 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
  * when.  A copy used several times before it is needed elsewhere would
  * miss again after each early flush, so the flush waits for the last use,
  * counted as the last copy's (Lai and Falsafi's last touch): `touches` is
- * learnt from the real invalidations, and raised past `uses` when the home
- * reports a flush wasted. */
+ * learnt from the real invalidations; after a flush the home reports
+ * wasted, none until the next real one. */
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
 {
     unsigned type;
@@ -73,8 +73,11 @@ void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
 {
     (void)node;
     r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
-    if ((aux & DSM_ACT_BIT(DSM_ACT_DSI)) && r->uses < UINT16_MAX) /* our last flush was wasted: one use more */
-        r->touches = (uint16_t)(r->uses + 1);
+    /* our last flush was wasted: no more until a real invalidation says how
+     * many uses a copy gets (one more each time took Barnes-Hut's nodes,
+     * read hundreds of times a step, hundreds of wasted flushes) */
+    if (aux & DSM_ACT_BIT(DSM_ACT_DSI))
+        r->touches = UINT16_MAX;
     r->uses = 0;
     if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_RMW_UNWRITTEN;
