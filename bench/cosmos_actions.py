@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Cosmos actions measured (docs/COSMOS.md, Actions): each workload with
-no action and with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory, on shm and
+no action, with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory and with all three, on shm and
 on udp (SHOAL_NET_LOCAL=1) at 2 and 4 ranks, interleaved (every action of a
 workload back to back, the whole matrix once per round), SHOAL_CRL_STATS=1
 on every run (its clock reads are in every time alike).  One JSON line per
@@ -9,11 +9,13 @@ run: protocol messages sent (all ranks), operation misses (all ranks), time
 actions' counters and the load average before the run.
 
   bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING]
-  bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios)
+  bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios; Water's hand
+                                                   tuning against the actions)
 """
 import json, os, re, statistics, subprocess, sys, time
 
-ACTIONS = ["", "rmw", "dsi", "migratory"]
+ALL = "rmw,dsi,migratory"
+ACTIONS = ["", "rmw", "dsi", "migratory", ALL]
 KERNELS = ["pc1", "pcn", "migratory", "counter"]
 APPS = {
     "lu": ["--n=200", "--block=10"],
@@ -86,7 +88,7 @@ def summary(path):
         base = by.get("none")
         bm = statistics.median(x["msgs"] for x in base)
         bt = statistics.median(x["time"] for x in base)
-        for act in ["none", "rmw", "dsi", "migratory"]:
+        for act in ["none", "rmw", "dsi", "migratory", ALL]:
             xs = by.get(act)
             if not xs:
                 continue
@@ -95,17 +97,47 @@ def summary(path):
             ts = sorted(x["time"] for x in xs)
             t = statistics.median(ts)
             spread = "%.0f-%.0f %%" % (100 * (ts[0] / t - 1), 100 * (ts[-1] / t - 1))
-            a = xs[0]["acts"].get(act)
-            acts = "%d/%d/%d" % tuple(statistics.median(x["acts"][act][i] for x in xs) for i in range(3)) if a else ""
-            unit = "ms" if True else ""
+            acts = " ".join("%s %d/%d/%d" % ((k,) + tuple(statistics.median(x["acts"][k][i] for x in xs)
+                                                          for i in range(3)))
+                            for k in act.split(",") if k in xs[0]["acts"])
             print("| %s | %s | %d | %s | %d | %d | %.2f ms | %+.1f %% | %+.1f %% | %s | %s |" %
                   (w, tr, n, act, m, mi, t * 1e3, 100 * (m / bm - 1) if bm else 0, 100 * (t / bt - 1), spread, acts))
+
+
+def hand(path):
+    """Water's hand tuning against the actions: the gain of each over --untuned."""
+    med = {}
+    for line in open(path):
+        r = json.loads(line)
+        med.setdefault((r["workload"], r["transport"], r["n"], r["act"]), []).append(r)
+    print("| tr | n | what | msgs | time | msgs saved | time saved | of the hand tuning's (msgs, time) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for tr in ["shm", "udp"]:
+        for n in [2, 4]:
+            def m(w, a, k):
+                xs = med.get((w, tr, n, a))
+                return statistics.median(x[k] for x in xs) if xs else None
+            bm, bt = m("water --untuned", "none", "msgs"), m("water --untuned", "none", "time")
+            if bm is None:
+                continue
+            hm, ht = m("water", "none", "msgs"), m("water", "none", "time")
+            rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
+            rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
+                     for a in ["rmw", "dsi", "migratory", ALL]]
+            for what, xm, xt in rows:
+                sm, st = bm - xm, bt - xt
+                rec = "" if what in ("untuned", "hand-tuned") else "%.0f %%, %.0f %%" % (
+                    100 * sm / (bm - hm) if bm != hm else 0, 100 * st / (bt - ht) if bt != ht else 0)
+                print("| %s | %d | %s | %d | %.2f ms | %+.1f %% | %+.1f %% | %s |" %
+                      (tr, n, what, xm, xt * 1e3, 100 * sm / bm, 100 * st / bt, rec))
 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a and a[0] == "--summary":
         summary(a[1])
+        print()
+        hand(a[1])
     else:
         rounds = int(a[a.index("--rounds") + 1]) if "--rounds" in a else 5
         only = a[a.index("--only") + 1] if "--only" in a else None
