@@ -121,10 +121,14 @@ def hand(path):
             if bm is None:
                 continue
             hm, ht = m("water", "none", "msgs"), m("water", "none", "time")
+            if hm is None:
+                continue
             rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
             rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
                      for a in ["rmw", "dsi", "migratory", ALL]]
             for what, xm, xt in rows:
+                if xm is None:
+                    continue
                 sm, st = bm - xm, bt - xt
                 rec = "" if what in ("untuned", "hand-tuned") else "%.0f %%, %.0f %%" % (
                     100 * sm / (bm - hm) if bm != hm else 0, 100 * st / (bt - ht) if bt != ht else 0)

@@ -8,6 +8,8 @@
 
 _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names every enum dsm_act_kind");
 
+#define XREAD_UNWRITTEN (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN)
+
 /* Is <sender, one of the types> the next message predicted for r at this
  * side?  sender is also the one named to a sender-indexed predictor. */
 static int predicted(struct dsm_node *node, const struct dsm_region *r, int home, uint32_t sender, unsigned t1,
@@ -57,7 +59,9 @@ int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
         return 0;
     if (r->uses < UINT16_MAX)
         r->uses++;
-    if (r->uses < r->touches || !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
+    /* a copy granted exclusive for a read waits for the write its home predicted */
+    if ((r->act & XREAD_UNWRITTEN) || r->uses < r->touches ||
+        !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
         return 0;
     taken(node, r, DSM_ACT_DSI, 0, home, type);
     r->act |= DSM_RACT_DSI_FLUSHED;
@@ -89,8 +93,6 @@ static enum dsm_act_kind xread_kind(const struct dsm_region *r)
 {
     return r->act & DSM_RACT_RMW_UNWRITTEN ? DSM_ACT_RMW : DSM_ACT_MIGRATORY;
 }
-
-#define XREAD_UNWRITTEN (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN)
 
 void dsm_act_written(struct dsm_node *node, struct dsm_region *r)
 {
