@@ -9,6 +9,7 @@ run: protocol messages sent (all ranks), operation misses (all ranks), time
 actions' counters and the load average before the run.
 
   bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING]
+  bench/cosmos_actions.py --table OUT.jsonl       (a row per workload: medians against none)
   bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios; Water's hand
                                                    tuning against the actions)
 """
@@ -136,9 +137,31 @@ def hand(path):
                       (tr, n, what, xm, xt * 1e3, 100 * sm / bm, 100 * st / bt, rec))
 
 
+def condensed(path):
+    """One row per workload, transport and ranks: messages and time against no action."""
+    med = {}
+    for line in open(path):
+        r = json.loads(line)
+        med.setdefault((r["workload"], r["transport"], r["n"]), {}).setdefault(r["act"], []).append(r)
+    acts = ["rmw", "dsi", "migratory", ALL]
+    print("| workload | tr | n | msgs | misses | " + " | ".join("msgs " + a.replace(ALL, "all") for a in acts) +
+          " | time | " + " | ".join("time " + a.replace(ALL, "all") for a in acts) + " |")
+    print("|---" * (6 + 2 * len(acts)) + "|")
+    for (w, tr, n), by in med.items():
+        def md(a, k):
+            return statistics.median(x[k] for x in by[a]) if a in by else None
+        bm, bt = md("none", "msgs"), md("none", "time")
+        cells = ["%+.1f %%" % (100 * (md(a, "msgs") / bm - 1)) if md(a, "msgs") is not None else "" for a in acts]
+        tcells = ["%+.0f %%" % (100 * (md(a, "time") / bt - 1)) if md(a, "time") is not None else "" for a in acts]
+        print("| %s | %s | %d | %d | %d | %s | %.2f ms | %s |" % (w, tr, n, bm, md("none", "misses"), " | ".join(cells),
+                                                               bt * 1e3, " | ".join(tcells)))
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
-    if a and a[0] == "--summary":
+    if a and a[0] == "--table":
+        condensed(a[1])
+    elif a and a[0] == "--summary":
         summary(a[1])
         print()
         hand(a[1])
