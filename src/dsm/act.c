@@ -5,7 +5,6 @@
 #include "cosmos/trace.h"
 #include "util/util.h"
 
-
 _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names every enum dsm_act_kind");
 
 #define XREAD_UNWRITTEN (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN)
@@ -73,9 +72,8 @@ void dsm_act_invalidated(struct dsm_region *r, int in_op)
     r->touches = (uint16_t)(r->uses + (in_op && r->uses < UINT16_MAX));
 }
 
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
+void dsm_act_granted(struct dsm_region *r, uint32_t aux)
 {
-    (void)node;
     r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
     /* our last flush was wasted: no more until a real invalidation says how
      * many uses a copy gets (one more each time took Barnes-Hut's nodes,

@@ -23,7 +23,7 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r);
 
 /* Remote: a grant arrived; aux is the grant's. */
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux);
+void dsm_act_granted(struct dsm_region *r, uint32_t aux);
 
 /* Remote: an invalidation arrived for the current copy (in_op: during an
  * operation on it). */

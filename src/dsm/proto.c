@@ -633,7 +633,7 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
     }
     take_data(r, m);
     if (node->act)
-        dsm_act_granted(node, r, m->aux);
+        dsm_act_granted(r, m->aux);
     r->version = m->version;
     r->released = 0; /* an upgrade: the home has answered after our release */
     /* a read may be answered exclusive (D11): the copy is modified, being read */
