@@ -1,12 +1,13 @@
 /* crl_water: Water (thesis §6.2.2) on CRL regions; water_sim.c has the
  * algorithm and the model.
  *
- *   shoalrun -n 2 crl_water [--molecules=512] [--steps=3] [--reduce] [--fine] [--check]
+ *   shoalrun -n 2 crl_water [--molecules=512] [--steps=3] [--reduce] [--fine] [--untuned] [--check]
  *   crl_water_null [same options]        (the sequential baseline)
  *
  * --fine: the thesis's granularity (for Cosmos traces): a read operation on
  * both molecules of every pair, and none of the copies and flushes this
- * version adds by hand (water_sim.c).
+ * version adds by hand (water_sim.c).  --untuned: only those copies and
+ * flushes go (the baseline for the Cosmos actions, docs/COSMOS.md).
  * Prints the mean time of the steps after the first, the last step's total
  * energy and a checksum of the positions.  --check (rank 0): the total
  * energy must stay within ENERGY_DRIFT of its first value, and in the CRL
@@ -105,10 +106,12 @@ int main(int argc, char **argv)
         {"reduce", 0, "global sums by rgn_reduce_dadd instead of regions"},
         {"check", 0, "verify the result (rank 0)"},
         {"fine", 0, "operations per molecule pair (the thesis's granularity)"},
+        {"untuned", 0, "without the hand-made exclusive copies and flushes (the baseline of the Cosmos actions)"},
     };
-    app_parse(argc, argv, opts, 5);
+    app_parse(argc, argv, opts, 6);
     struct water_params p = {.molecules = (int)opts[0].value, .steps = (int)opts[1].value,
-                             .use_reductions = opts[2].value != 0, .fine = opts[4].value != 0};
+                             .use_reductions = opts[2].value != 0, .fine = opts[4].value != 0,
+                             .untuned = opts[5].value != 0};
     if (p.molecules < 2 || p.steps < 1) {
         fprintf(stderr, "%s: needs at least 2 molecules and 1 step\n", argv[0]);
         return 2;
@@ -125,7 +128,7 @@ int main(int argc, char **argv)
         printf("water build=%s procs=%u molecules=%d steps=%d sums=%s%s time=%.6f cpu=%.6f energy=%.10e "
                "checksum=%.12e\n",
                APP_BUILD, crl_num_nodes(), p.molecules, p.steps, p.use_reductions ? "reduce" : "regions",
-               p.fine ? " fine" : "",
+               p.fine ? " fine" : p.untuned ? " untuned" : "",
                r.time.wall, r.time.cpu, total_energy(&r.energy[p.steps - 1]), checksum(&p, r.positions));
         if (opts[3].value != 0)
             failed = check(&p, &r);

@@ -11,6 +11,7 @@ struct water_params {
     int steps;
     int use_reductions; /* global sums by rgn_reduce_dadd instead of the three sum regions */
     int fine;           /* the thesis's granularity: read operations per molecule pair, no hand-made flushes */
+    int untuned;        /* the tuned granularity without the hand-made exclusive copies and flushes */
 };
 
 /* The global sums of one time step. */

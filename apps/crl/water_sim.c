@@ -31,7 +31,9 @@
  * the thesis's Water does, instead of copying the positions once; and the
  * hand-made tuning goes (the exclusive copies where a rank alone adds
  * forces, the flushes after the force and sum additions), leaving to the
- * protocol what the thesis left to it.
+ * protocol what the thesis left to it.  `untuned` (--untuned) drops only
+ * that tuning, at the tuned granularity: the baseline against which the
+ * hand tuning and the Cosmos actions (docs/COSMOS.md, Actions) compare.
  *
  * The model: three sites, flexible (harmonic O-H bonds and H-H spring),
  * SPC-like charges, oxygen-oxygen Lennard-Jones, pairs switched off
@@ -83,6 +85,7 @@ struct water {
     double *virial_sum;
     struct water_energy local;        /* my part of this step's sums */
     int fine;                         /* the thesis's granularity */
+    int hand;                         /* the hand-made tuning: exclusive copies, flushes (not fine, untuned) */
     unsigned char *sole_adder;        /* [n]: I am the only rank but its owner to add forces to it */
     struct app_poll poll;
 };
@@ -332,12 +335,12 @@ static void copy_sites(struct water *w)
     for (size_t k = 0; k < met_span(w); k++) {
         size_t j = (w->first + k) % (size_t)w->n;
         struct molecule *m = w->mol[j];
-        if (w->sole_adder[j])
+        if (w->hand && w->sole_adder[j])
             rgn_start_write(m);
         else
             rgn_start_read(m);
         memcpy(w->sites[j], m->f[0], sizeof(sites_t));
-        if (w->sole_adder[j])
+        if (w->hand && w->sole_adder[j])
             rgn_end_write(m);
         else
             rgn_end_read(m);
@@ -399,7 +402,7 @@ static void add_forces_to_others(struct water *w)
         rgn_start_write(w->mol[j]);
         add_force(w, j);
         rgn_end_write(w->mol[j]);
-        if (!w->fine)
+        if (w->hand)
             rgn_flush(w->mol[j]);
     }
 }
@@ -426,7 +429,7 @@ static void add_to_region(const struct water *w, double *region, const double *v
     for (int i = 0; i < count; i++)
         region[i] += values[i];
     rgn_end_write(region);
-    if (!w->fine)
+    if (w->hand)
         rgn_flush(region);
 }
 
@@ -558,7 +561,8 @@ static void gather_positions(const struct water *w, double *out)
 void SIM_ENTRY(water_run)(const struct water_params *params, struct water_result *result)
 {
     struct water w = {.n = params->molecules, .use_reductions = params->use_reductions, .me = crl_self_addr(),
-                      .fine = params->fine, .poll = app_poll_init(POLL_EVERY_PAIRS)};
+                      .fine = params->fine, .hand = !params->fine && !params->untuned,
+                      .poll = app_poll_init(POLL_EVERY_PAIRS)};
     w.box = cbrt(w.n / DENSITY);
     w.cutoff2 = w.box * w.box / 4;
     w.switch2 = SWITCH_START * SWITCH_START * w.cutoff2;

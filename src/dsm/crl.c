@@ -380,6 +380,11 @@ static void print_stats(void)
     double t_ops = (double)dsm.ns_ops * 1e-6, t_map = (double)dsm.ns_map * 1e-6;
     OUT("  time (ms): operations %.3f, mapping %.3f, user %.3f, total %.3f\n", t_ops, t_map, total - t_ops - t_map,
         total);
+    for (unsigned k = 0; k < DSM_ACT_KINDS; k++)
+        if (dsm.node.act & DSM_ACT_BIT(k))
+            OUT("  cosmos action %s: taken %llu, confirmed %llu, wasted %llu\n", util_cosmos_act_names[k],
+                (unsigned long long)st->act_taken[k], (unsigned long long)st->act_confirmed[k],
+                (unsigned long long)st->act_wasted[k]);
     n += (size_t)dsm_cosmos_describe(&dsm.node, buf + (n < sizeof buf ? n : sizeof buf),
                                      n < sizeof buf ? sizeof buf - n : 0);
 #undef OUT
@@ -403,6 +408,8 @@ static void cosmos_begin(void)
                  .sender_index = util_config_int(CFG_COSMOS_SENDER_INDEX) == 1},
         .timing = dsm.timing,
     };
+    int act = util_cosmos_act_mask(util_config_str(CFG_COSMOS_ACT)); /* valid: shoal_init checked it */
+    cfg.predict |= act > 0; /* the actions follow the in-line predictor */
     if (!cfg.trace_dir && !cfg.predict)
         return;
     int rc = dsm_cosmos_start(&dsm.node, &cfg);
@@ -412,6 +419,11 @@ static void cosmos_begin(void)
     if (rc != SHOAL_OK)
         shoal_abort(1, "crl: rank %u: SHOAL_COSMOS=1: cannot make the predictor (%s)", dsm.node.rank,
                     shoal_strerror(rc));
+    if (act > 0) {
+        dsm.node.act = (unsigned)act;
+        dsm.node.predict = dsm_cosmos_predict;
+        dsm.node.assume = dsm_cosmos_assume;
+    }
 }
 
 void crl_init(void)

@@ -206,3 +206,24 @@ int dsm_cosmos_stop(struct dsm_node *node)
     cosmos_free(c);
     return rc;
 }
+
+/* ---- the actions' queries ------------------------------------------------------- */
+
+static struct cosmos_pred *side_pred(const struct dsm_node *node, int home)
+{
+    const struct dsm_cosmos *c = (const struct dsm_cosmos *)node->observer;
+    return c && c->obs.fn == cosmos_sink ? c->pred[home ? COSMOS_ROLE_HOME : COSMOS_ROLE_REMOTE] : NULL;
+}
+
+int dsm_cosmos_predict(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type)
+{
+    struct cosmos_pred *p = side_pred(node, home);
+    return p ? cosmos_predict(p, rid, sender, type) : 0;
+}
+
+void dsm_cosmos_assume(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type)
+{
+    struct cosmos_pred *p = side_pred(node, home);
+    if (p)
+        cosmos_observe(p, rid, sender, type);
+}

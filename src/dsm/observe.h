@@ -53,6 +53,11 @@ int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg);
 /* The online predictor's accuracy and cost into buf (nothing when it is
  * off); returns the bytes written, as snprintf. */
 int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap);
+/* The actions' queries (dsm/act.h; node->predict and node->assume): the
+ * online predictor's next message for rid at one side, and a message an
+ * action made unnecessary offered to it as if it had come. */
+int dsm_cosmos_predict(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type);
+void dsm_cosmos_assume(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type);
 /* Closes the trace, frees the predictors, detaches; the trace's close code. */
 int dsm_cosmos_stop(struct dsm_node *node);
 

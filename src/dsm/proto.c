@@ -3,6 +3,7 @@
  * version checks are §A.11's; decisions where the tables are silent are in
  * docs/CRL.md ("Protocol decisions") and referred to here as D1..D9. */
 #include "dsm/proto.h"
+#include "dsm/act.h"
 #include "dsm/observe.h"
 
 #include <stdio.h>
@@ -256,13 +257,21 @@ void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r)
 
 /* ---- sending ---------------------------------------------------------------- */
 
+/* aux: the actions' tags (dsm/act.h), 0 without them. */
+static void emit_aux(struct dsm_node *node, const struct dsm_region *r, enum dsm_msg_type type, uint32_t dst,
+                     uint32_t version, int with_data, int more, uint32_t aux)
+{
+    struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = r->rid, .version = version,
+                        .aux = aux, .data = with_data ? r->data : NULL, .len = with_data ? r->size : 0,
+                        .more = more};
+    node->stats.sent[type]++;
+    node->send(node, &m);
+}
+
 static void emit(struct dsm_node *node, const struct dsm_region *r, enum dsm_msg_type type, uint32_t dst,
                  uint32_t version, int with_data, int more)
 {
-    struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = r->rid, .version = version,
-                        .data = with_data ? r->data : NULL, .len = with_data ? r->size : 0, .more = more};
-    node->stats.sent[type]++;
-    node->send(node, &m);
+    emit_aux(node, r, type, dst, version, with_data, more, 0);
 }
 
 static void take_data(struct dsm_region *r, const struct dsm_msg *m)
@@ -309,11 +318,28 @@ static void dir_delete(struct dsm_region *r, struct dsm_ptr *e)
 
 /* A copy for `who`: record the version in its entry, send it, then count
  * on (§A.11). */
-static void grant(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t who)
+static void grant_aux(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t who,
+                      uint32_t aux)
 {
     uint32_t v = r->version++;
     dir_set(node, r, who, v);
-    emit(node, r, type, who, v, type != DSM_MSG_MODIFY_ACK, 0);
+    emit_aux(node, r, type, who, v, type != DSM_MSG_MODIFY_ACK, 0, aux);
+}
+
+static void grant(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t who)
+{
+    grant_aux(node, r, type, who, r->act ? dsm_act_grant_tag(r, who) : 0);
+}
+
+/* A read answered with an exclusive copy (DSM_ACT_RMW, DSM_ACT_MIGRATORY):
+ * legal where no other copy exists, as for a MsgExclusiveReq (D11). */
+static int grant_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t who, enum dsm_act_kind kind)
+{
+    if (!node->act || r->ndir || !dsm_act_exclusive_read(node, r, who, kind))
+        return 0;
+    grant_aux(node, r, DSM_MSG_EXCLUSIVE_ACK_DATA, who, DSM_ACT_BIT(kind) | dsm_act_grant_tag(r, who));
+    r->state = DSM_HOME_INVALID;
+    return 1;
 }
 
 /* First phase of a two-phase action: invalidate every copy but `except`'s,
@@ -424,8 +450,10 @@ static void home_continue(struct dsm_node *node, struct dsm_region *r, int relea
         r->waiting = 0;
         break;
     case DSM_CONT_SHARED_REQ:
-        grant(node, r, DSM_MSG_SHARED_ACK_DATA, who);
-        r->state = DSM_HOME_SHARED;
+        if (released || !grant_exclusive_read(node, r, who, DSM_ACT_MIGRATORY)) {
+            grant(node, r, DSM_MSG_SHARED_ACK_DATA, who);
+            r->state = DSM_HOME_SHARED;
+        }
         break;
     case DSM_CONT_EXCLUSIVE_REQ:
         grant(node, r, DSM_MSG_EXCLUSIVE_ACK_DATA, who);
@@ -462,6 +490,8 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
         node->stats.stale++;
         return;
     }
+    if (m->aux)
+        dsm_act_home_note(r, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
     case DSM_MSG_RELEASE: /* acted on only in HomeIipSpecial (Fig. A-21) */
@@ -503,6 +533,12 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
     case DSM_MSG_SHARED_REQ:
     case DSM_MSG_EXCLUSIVE_REQ:
     case DSM_MSG_MODIFY_REQ:
+        if (r->act & DSM_RACT_DSI_PENDING)
+            dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
+        /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
+        if (m->type == DSM_MSG_SHARED_REQ && r->state == DSM_HOME_EXCLUSIVE && !r->queue_head &&
+            grant_exclusive_read(node, r, m->src, DSM_ACT_RMW))
+            return;
         if (!home_try_request(node, r, m->type, m->src))
             queue_request(node, r, m->type, m->src);
         return;
@@ -528,7 +564,8 @@ static void drop_copy(struct dsm_node *node, struct dsm_region *r, int flush, in
 {
     enum dsm_msg_type type = flush ? (with_data ? DSM_MSG_FLUSH_DATA : DSM_MSG_FLUSH)
                                    : (with_data ? DSM_MSG_INVALIDATE_ACK_DATA : DSM_MSG_INVALIDATE_ACK);
-    emit(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data, 0);
+    uint32_t aux = r->act ? dsm_act_copy_leaves(node, r, flush) : 0;
+    emit_aux(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data, 0, aux);
     r->released = 0;
     r->state = (uint8_t)next;
 }
@@ -547,6 +584,8 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
         node->stats.early_inv++;
         return;
     }
+    if (node->act && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ)
+        dsm_act_invalidated(r, r->state == DSM_REMOTE_SHARED_RIP || r->state >= DSM_REMOTE_MODIFIED_RIP);
     switch (r->state) {
     case DSM_REMOTE_INVALID:
     case DSM_REMOTE_INVALID_REQ: /* crossed our flush or ack; the home counts that (§A.8) */
@@ -572,7 +611,8 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             r->rcvd_inv = 1;
             return;
         }
-        emit(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0); /* §A.10 */
+        emit_aux(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0,
+                 r->act ? dsm_act_copy_leaves(node, r, 0) : 0); /* §A.10 */
         r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
@@ -592,9 +632,17 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
         return;
     }
     take_data(r, m);
+    if (node->act)
+        dsm_act_granted(r, m->aux);
     r->version = m->version;
     r->released = 0; /* an upgrade: the home has answered after our release */
-    if (m->type == DSM_MSG_SHARED_ACK_DATA) {
+    /* a read may be answered exclusive (D11): the copy is modified, being read */
+    int read = m->type == DSM_MSG_SHARED_ACK_DATA ||
+               (m->type == DSM_MSG_EXCLUSIVE_ACK_DATA && (r->calls & 0xff) == DSM_CALL_START_READ);
+    if (read && m->type == DSM_MSG_EXCLUSIVE_ACK_DATA) {
+        r->read_cnt = 1;
+        r->state = DSM_REMOTE_MODIFIED_RIP;
+    } else if (read) {
         r->read_cnt = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
     } else
@@ -907,6 +955,8 @@ static inline void note_start(struct dsm_node *node, struct dsm_region *r, enum 
 enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r)
 {
     note_start(node, r, DSM_CALL_START_READ);
+    if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
+        dsm_act_judge(node, r, node->rank, 0);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
     case DSM_HOME_SHARED:
@@ -942,12 +992,16 @@ enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r)
 enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r)
 {
     note_start(node, r, DSM_CALL_START_WRITE);
+    if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
+        dsm_act_judge(node, r, node->rank, 1);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
         r->state = DSM_HOME_EXCLUSIVE_WIP;
         r->waiting = 0;
         return DSM_STARTED;
     case DSM_REMOTE_MODIFIED:
+        if (r->act & (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN))
+            dsm_act_written(node, r);
         r->state = DSM_REMOTE_MODIFIED_WIP;
         return DSM_STARTED;
     case DSM_HOME_IIP:
@@ -974,6 +1028,9 @@ static void remote_op_done(struct dsm_node *node, struct dsm_region *r, enum dsm
 {
     if (!r->rcvd_inv) {
         r->state = (uint8_t)keep;
+        /* dynamic self-invalidation: rgn_flush's transition, taken early */
+        if (node->act && dsm_act_self_invalidate(node, r))
+            drop_copy(node, r, 1, dirty || r->released, DSM_REMOTE_INVALID);
         return;
     }
     r->rcvd_inv = 0;

@@ -155,10 +155,14 @@ struct dsm_region {
     uint32_t calls;   /* the last four calls on this region, newest in the low byte */
     int32_t urc_slot; /* index in the unmapped region cache, -1 when not there */
     uint8_t released; /* remote: this copy sent a MsgRelease, so its end carries data (D7) */
+    uint8_t act;      /* enum dsm_region_act: bookkeeping of the Cosmos actions (dsm/act.c) */
+    uint16_t uses;    /* remote, dsi: operations ended on this copy since its grant */
+    uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
     uint32_t num_acks;  /* invalidations not yet acknowledged */
+    uint32_t dsi_from;  /* DSM_RACT_DSI_PENDING: rank + 1 of the last self-invalidation, DSM_DSI_DIRTY if it carried data */
     uint32_t ndir, dir_cap;
     struct dsm_ptr *dir;
     struct dsm_queued *queue_head, *queue_tail;
@@ -177,6 +181,33 @@ static inline int dsm_is_home_state(unsigned s)
     return s <= DSM_HOME_INVALID;
 }
 
+/* Actions driven by Cosmos predictions (SHOAL_COSMOS_ACT; dsm/act.c,
+ * docs/COSMOS.md "Actions"): each a legal transition of the protocol, so a
+ * misprediction costs messages, never correctness. */
+enum dsm_act_kind {
+    DSM_ACT_RMW,       /* home: a read answered exclusive when its requester's upgrade is predicted next */
+    DSM_ACT_DSI,       /* remote: a copy flushed at its operation's end when an invalidation is predicted */
+    DSM_ACT_MIGRATORY, /* home: after recalling a modified copy, the reader gets it exclusive (upgrade predicted) */
+    DSM_ACT_KINDS
+};
+#define DSM_ACT_BIT(k) (1u << (k))
+
+/* dsm_region.act: what an action left on a region.  At a remote: the copy
+ * came exclusive for a read (by rmw or migratory) and is not written yet;
+ * its last flush was a self-invalidation.  At a home: a self-invalidated
+ * copy's fate is not judged yet, or was judged wasted and its rank is not
+ * told yet; the next exclusive-for-read is declined (the last came back
+ * unwritten). */
+enum dsm_region_act {
+    DSM_RACT_RMW_UNWRITTEN = 1,
+    DSM_RACT_MIG_UNWRITTEN = 2,
+    DSM_RACT_DSI_FLUSHED = 4,
+    DSM_RACT_DSI_PENDING = 8,
+    DSM_RACT_DSI_TELL = 16, /* tell dsi_from's rank, in its next grant, that its flush was wasted */
+    DSM_RACT_XREAD_SKIP = 32
+};
+#define DSM_DSI_DIRTY 0x80000000u
+
 /* Per-node counters (thesis Tables 6-6, B-10..B-13). */
 struct dsm_stats {
     uint64_t calls[DSM_CALL_COUNT];       /* every call */
@@ -190,6 +221,8 @@ struct dsm_stats {
     uint64_t early_inv;    /* invalidations that overtook their grant */
     uint64_t urc_evictions;
     uint64_t deleted_dropped; /* messages for deleted regions, dropped (D10) */
+    /* the Cosmos actions (SHOAL_COSMOS_ACT), by enum dsm_act_kind */
+    uint64_t act_taken[DSM_ACT_KINDS], act_confirmed[DSM_ACT_KINDS], act_wasted[DSM_ACT_KINDS];
 };
 
 struct dsm_node;
@@ -204,6 +237,15 @@ typedef void (*dsm_forget_fn)(struct dsm_node *node, struct dsm_region *r);
 #define DSM_TABLE_BUCKETS 8192u /* §4.4 */
 
 struct dsm_observer; /* dsm/observe.h: sees every coherence message received */
+
+/* The actions' view of a predictor: the next message predicted for rid at
+ * this node's home (home != 0) or remote side, as a Cosmos <sender, type>;
+ * *sender names the sender expected (the sender-indexed predictor needs
+ * it).  1 when there is a prediction.  `assume` offers the predictor a
+ * message an action made unnecessary, so that its history stays what it
+ * would have been (it may be NULL). */
+typedef int (*dsm_predict_fn)(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type);
+typedef void (*dsm_assume_fn)(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type);
 
 struct dsm_node {
     uint32_t rank, nranks;
@@ -221,6 +263,9 @@ struct dsm_node {
     uint32_t ask_refusal;  /* enum dsm_refusal, with a Nack */
     uint32_t map_size, map_version; /* from RgnInfoAck */
     struct dsm_observer *observer;  /* NULL unless a trace or a predictor watches */
+    unsigned act;                   /* DSM_ACT_BIT()s enabled; 0: none */
+    dsm_predict_fn predict;         /* with act: the predictions the actions follow */
+    dsm_assume_fn assume;
 };
 
 #define DSM_NO_RID UINT64_MAX

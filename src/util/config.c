@@ -67,6 +67,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                            "SHOAL_COSMOS's filter: the max count of each prediction's saturating counter, 0-2 (0: none)"},
     [CFG_COSMOS_SENDER_INDEX] = {"SHOAL_COSMOS_SENDER_INDEX", "0",
                                  "1: SHOAL_COSMOS keeps a history per region and sender (the thesis's §6.6)"},
+    [CFG_COSMOS_ACT] = {"SHOAL_COSMOS_ACT", "",
+                        "actions a CRL program's protocol takes on the Cosmos predictor's predictions (docs/COSMOS.md, Actions), a comma-separated list of: rmw (the home answers a read exclusive when it predicts the reader's upgrade), dsi (a remote copy predicted to be invalidated is flushed at its operation's end), migratory (after recalling a modified copy for a reader, the home grants it exclusive when it predicts the reader's upgrade); any action runs the predictor as SHOAL_COSMOS=1 does; empty: none"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
@@ -121,6 +123,25 @@ int util_port_range(const char *v, uint16_t *lo, uint16_t *hi)
     return 0;
 }
 
+const char *const util_cosmos_act_names[UTIL_COSMOS_ACTS] = {"rmw", "dsi", "migratory"};
+
+int util_cosmos_act_mask(const char *v)
+{
+    int mask = 0;
+    while (*v) {
+        size_t n = strcspn(v, ",");
+        unsigned k = 0;
+        const char *const *names = util_cosmos_act_names;
+        while (k < UTIL_COSMOS_ACTS && !(strlen(names[k]) == n && !strncmp(v, names[k], n)))
+            k++;
+        if (n && k == UTIL_COSMOS_ACTS)
+            return -1;
+        mask |= n ? 1 << k : 0;
+        v += n + (v[n] == ',');
+    }
+    return mask;
+}
+
 /* Says which item of the spec is wrong. */
 static int validate_faults(const char *v, char *why, size_t n)
 {
@@ -155,6 +176,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return 0;
     case CFG_PORT_RANGE:
         return util_port_range(v, NULL, NULL);
+    case CFG_COSMOS_ACT:
+        return util_cosmos_act_mask(v) < 0 ? -1 : 0;
     case CFG_NET_DEAD_MS:
         return (parse_int(v, &n) || n < 100 || n > 3600000) ? -1 : 0;
     case CFG_NET_CONNECTED:

@@ -41,6 +41,7 @@ enum util_cfg_id {
     CFG_COSMOS_DEPTH,   /* its history depth */
     CFG_COSMOS_FILTER,  /* its filter's max count */
     CFG_COSMOS_SENDER_INDEX, /* its sender-indexed variant */
+    CFG_COSMOS_ACT,     /* actions driven by its predictions */
     CFG_HANG_REPORT,    /* seconds without progress before a waiting rank reports */
     CFG_BACKTRACE,      /* a crashing rank prints its backtrace */
     CFG_STATS,          /* statistics table at shoal_finalize */
@@ -80,6 +81,12 @@ const struct util_cfg_entry *util_config_table(size_t *count);
 /* Parses a SHOAL_PORT_RANGE value ("0", or "LO-HI" with 0 < LO <= HI <=
  * 65535) into *lo, *hi (either may be NULL); -1 if malformed. */
 int util_port_range(const char *v, uint16_t *lo, uint16_t *hi);
+/* SHOAL_COSMOS_ACT's comma-separated list -> a bit per action, in the
+ * order of util_cosmos_act_names (dsm's enum dsm_act_kind); -1 for a name
+ * not among them. */
+#define UTIL_COSMOS_ACTS 3
+extern const char *const util_cosmos_act_names[UTIL_COSMOS_ACTS];
+int util_cosmos_act_mask(const char *v);
 
 /* SHOAL_FAULTS, the fault-injection spec (syntax: net/faults.h). */
 struct util_fault_spec {

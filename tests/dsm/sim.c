@@ -1,6 +1,8 @@
 /* The simulated network of sim.h. */
 #include "sim.h"
 
+#include "cosmos/trace.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,17 @@ static void on_send(struct dsm_node *node, const struct dsm_msg *m)
     f->serial = s->serial++;
 }
 
+unsigned sim_act;
+
+/* Predicts the message each action waits for: the requester's upgrade at a
+ * home, an invalidation at a remote. */
+static int sim_oracle(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type)
+{
+    (void)node, (void)rid, (void)sender; /* the sender stays the one asked about */
+    *type = home ? COSMOS_UPGRADE_REQ : COSMOS_INVAL_RW_REQ;
+    return 1;
+}
+
 void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo)
 {
     jmp_buf *keep = s->on_fail;
@@ -50,6 +63,10 @@ void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo)
     for (unsigned n = 0; n < nnodes; n++)
         if (dsm_node_init(&s->nodes[n], n, nnodes, on_send, on_engine_fail, NULL, s))
             sim_fail(s, "out of memory");
+        else {
+            s->nodes[n].act = sim_act;
+            s->nodes[n].predict = sim_oracle;
+        }
     for (unsigned k = 0; k < nregions; k++)
         s->rids[k] = dsm_create(&s->nodes[k % nnodes], SIM_DATA)->rid;
 }
@@ -413,6 +430,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, sim_value(r));
     h = mix(h, r->cont_node);
     h = mix(h, r->num_acks);
+    h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
         dir[i] = (uint64_t)r->dir[i].node << 32 | r->dir[i].version;

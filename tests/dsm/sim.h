@@ -56,6 +56,11 @@ struct sim {
     char why[600];
 };
 
+/* The Cosmos actions every node of the next sim_init takes (DSM_ACT_BIT()s),
+ * on an oracle that always predicts what triggers them: every legal point
+ * takes its action, the most any misprediction can make the protocol do. */
+extern unsigned sim_act;
+
 /* Regions are homed round-robin from node 0. */
 void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo);
 void sim_fini(struct sim *s);

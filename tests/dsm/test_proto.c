@@ -10,8 +10,11 @@
  *                dropped, refusals and misuse, sequence numbers not reused
  *   explore_delete_*  the exploration with a delete as the last use
  *   random       random schedules of longer scripts on 4 nodes
- * Usage: test_proto <test> */
+ *   actions      each Cosmos action forced, confirmed and mispredicted
+ * Usage: test_proto <test> [actions]: the explorers and random with the
+ * Cosmos actions on (sim_act: taken wherever legal) */
 #include "sim.h"
+#include "util/util.h"
 #include "../common/check.h"
 
 #include <stdio.h>
@@ -323,6 +326,7 @@ struct explorer {
     uint64_t *seen;
     size_t seen_cap, seen_count;
     uint64_t states, finals, max_depth;
+    uint64_t acts; /* states reached after an action was taken */
 };
 
 static int seen_insert(struct explorer *x, uint64_t h)
@@ -405,6 +409,15 @@ static void report_failure(struct explorer *x, unsigned depth, const char *why)
     exit(1);
 }
 
+static uint64_t actions_taken(const struct sim *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nnodes; i++)
+        for (unsigned k = 0; k < DSM_ACT_KINDS; k++)
+            n += s->nodes[i].stats.act_taken[k];
+    return n;
+}
+
 static void explore(struct explorer *x, unsigned depth)
 {
     CHECK(depth < MAX_DEPTH, "schedule longer than %d steps", MAX_DEPTH);
@@ -423,6 +436,7 @@ static void explore(struct explorer *x, unsigned depth)
         sim_check_quiescent(&s);
         x->finals++;
     }
+    x->acts += fresh && actions_taken(&s) > 0;
     sim_fini(&s);
     if (!fresh)
         return;
@@ -440,10 +454,11 @@ static void run_explorer(const char *name, const struct config *c)
     struct explorer x = {.cfg = c};
     double t0 = test_now();
     explore(&x, 0);
-    printf("%s: %llu states, %llu final states, longest schedule %llu steps, %.1f s\n", name,
-           (unsigned long long)x.states, (unsigned long long)x.finals, (unsigned long long)x.max_depth,
-           test_now() - t0);
+    printf("%s: %llu states (%llu after an action), %llu final states, longest schedule %llu steps, %.1f s\n",
+           name, (unsigned long long)x.states, (unsigned long long)x.acts, (unsigned long long)x.finals,
+           (unsigned long long)x.max_depth, test_now() - t0);
     CHECK(x.finals > 0, "no schedule completed");
+    CHECK(!sim_act || x.acts > 0, "the actions asked for were never taken");
     free(x.seen);
 }
 
@@ -898,6 +913,132 @@ static void explore_big(void)
     run_explorer("explore_big", &c);
 }
 
+/* ---- the Cosmos actions, forced (docs/COSMOS.md, Actions) -------------------- */
+
+static void act_scenario(struct sim *s, enum dsm_act_kind kind, const struct sim_step (*script)[SIM_MAX_OPS],
+                         const unsigned *len)
+{
+    sim_act = DSM_ACT_BIT(kind);
+    scenario(s, script, len);
+}
+
+/* Node n's grant arrives and its operation runs to its end. */
+static void granted_op(struct sim *s, unsigned n, enum dsm_msg_type grant)
+{
+    arrive(s, grant, 0, n);
+    step(s, n); /* grant seen */
+    step(s, n); /* end */
+}
+
+/* rmw: an idle block's reader gets it exclusive; its write then hits. */
+static void act_rmw(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_RMW, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0), W(0)}},
+                 (unsigned[SIM_MAX_NODES]){0, 2});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    CHECK(sim_find_flight(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1) >= 0, "rmw: the read was not answered exclusive");
+    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    step(&s, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_MODIFIED_RIP, "rmw: node 1 reads in %s", dsm_state_name(r->state));
+    step(&s, 1); /* end read */
+    step(&s, 1); /* start write: a hit */
+    CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0, "rmw: the write after the read was not a hit");
+    CHECK(s.nodes[0].stats.act_taken[DSM_ACT_RMW] == 1 && s.nodes[1].stats.act_confirmed[DSM_ACT_RMW] == 1,
+          "rmw: taken %llu, confirmed %llu", (unsigned long long)s.nodes[0].stats.act_taken[DSM_ACT_RMW],
+          (unsigned long long)s.nodes[1].stats.act_confirmed[DSM_ACT_RMW]);
+    finish(&s);
+}
+
+/* rmw mispredicted: the exclusive copy is recalled unwritten, which the
+ * ack says; the home then declines the next one. */
+static void act_rmw_wasted(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_RMW, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0)}, {R(0)}},
+                 (unsigned[SIM_MAX_NODES]){0, 1, 1});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
+    map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    int i = sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_RMW), "rmw: the unwritten copy's ack is not tagged");
+    CHECK(s.nodes[1].stats.act_wasted[DSM_ACT_RMW] == 1, "rmw: the unwritten copy is not counted wasted");
+    arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    CHECK(sim_region(&s, 0, 0)->act & DSM_RACT_XREAD_SKIP, "rmw: the home does not decline the next one");
+    finish(&s);
+}
+
+/* migratory: after recalling node 1's modified copy for node 2's read, the
+ * home grants it exclusive; node 2's write then hits. */
+static void act_migratory(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_MIGRATORY, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {W(0)}, {R(0), W(0)}},
+                 (unsigned[SIM_MAX_NODES]){0, 1, 2});
+    map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
+    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
+    map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    CHECK(sim_find_flight(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 2) >= 0, "migratory: the read was not answered exclusive");
+    granted_op(&s, 2, DSM_MSG_EXCLUSIVE_ACK_DATA);
+    step(&s, 2); /* start write: a hit */
+    CHECK(sim_region(&s, 2, 0)->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0,
+          "migratory: the write after the read was not a hit");
+    CHECK(s.nodes[0].stats.act_taken[DSM_ACT_MIGRATORY] == 1 && s.nodes[2].stats.act_confirmed[DSM_ACT_MIGRATORY] == 1,
+          "migratory: not counted taken and confirmed");
+    finish(&s);
+}
+
+/* dsi: the reader flushes at its read's end; the home's write then needs
+ * no invalidation (confirmed).  A second node's re-read of its own flushed
+ * copy first is counted wasted, and that node declines its next one. */
+static void act_dsi(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_DSI, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0)}, {R(0), R(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 1, 2});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
+    int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_DSI) && s.nodes[1].stats.act_taken[DSM_ACT_DSI] == 1,
+          "dsi: no tagged flush at the read's end");
+    arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    step(&s, 0); /* the home's write: no copy left to invalidate */
+    CHECK(s.nflight == 0 && sim_region(&s, 0, 0)->state == DSM_HOME_EXCLUSIVE_WIP, "dsi: the home's write missed");
+    CHECK(s.nodes[0].stats.act_confirmed[DSM_ACT_DSI] == 1, "dsi: the home's write did not confirm it");
+    step(&s, 0); /* end write */
+    map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
+    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    granted_op(&s, 2, DSM_MSG_SHARED_ACK_DATA);
+    arrive(&s, DSM_MSG_FLUSH, 2, 0);
+    step(&s, 2); /* its own read again, first */
+    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    CHECK(s.nodes[0].stats.act_wasted[DSM_ACT_DSI] == 1, "dsi: the re-read did not count it wasted");
+    granted_op(&s, 2, DSM_MSG_SHARED_ACK_DATA);
+    CHECK(s.nflight == 0 && sim_region(&s, 2, 0)->state == DSM_REMOTE_SHARED,
+          "dsi: node 2 self-invalidated again after a wasted one");
+    finish(&s);
+}
+
+static void actions(void)
+{
+    act_rmw();
+    act_rmw_wasted();
+    act_migratory();
+    act_dsi();
+    sim_act = 0;
+    printf("actions: rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
+}
+
 /* ---- random schedules ---------------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *x)
@@ -977,7 +1118,10 @@ static void random_schedules(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_proto <test>");
+    CHECK(argc == 2 || argc == 3, "usage: test_proto <test> [actions, as SHOAL_COSMOS_ACT]");
+    int act = argc == 3 ? util_cosmos_act_mask(argv[2]) : 0;
+    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory)", argv[2]);
+    sim_act = (unsigned)act;
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -993,6 +1137,7 @@ int main(int argc, char **argv)
         {"explore_delete_remote", explore_delete_remote},
         {"explore_delete_two_regions", explore_delete_two_regions},
         {"random", random_schedules},
+        {"actions", actions},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {

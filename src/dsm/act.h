@@ -1,0 +1,48 @@
+/* Actions driven by Cosmos predictions (SHOAL_COSMOS_ACT, issue 19 item 6;
+ * docs/COSMOS.md "Actions", docs/CRL.md's tables).  The protocol engine
+ * asks here whether to take an action at the few points where one is a
+ * legal transition; the answers follow node->predict and count in
+ * node->stats.act_*.  Feedback rides on the aux word of messages the
+ * protocol sends anyway (DSM_ACT_BIT(kind)): a copy granted exclusive for
+ * a read that leaves unwritten tags its ack, flush or release with
+ * DSM_ACT_RMW's bit; a self-invalidation tags its flush with DSM_ACT_DSI's,
+ * and the home's next grant to that rank carries DSM_ACT_DSI's bit when it
+ * judged the self-invalidation wasted. */
+#ifndef SHOAL_DSM_ACT_H
+#define SHOAL_DSM_ACT_H
+
+#include "dsm/proto.h"
+
+/* Home: answer who's MsgSharedReq with an exclusive copy (kind DSM_ACT_RMW
+ * or DSM_ACT_MIGRATORY), because the home predicts who's upgrade next.
+ * The caller has checked that an exclusive grant is legal now. */
+int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t who, enum dsm_act_kind kind);
+
+/* Remote: an operation on the copy ended; flush it now, because an
+ * invalidation is predicted for it next and this was its last use? */
+int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r);
+
+/* Remote: a grant arrived; aux is the grant's. */
+void dsm_act_granted(struct dsm_region *r, uint32_t aux);
+
+/* Remote: an invalidation arrived for the current copy (in_op: during an
+ * operation on it). */
+void dsm_act_invalidated(struct dsm_region *r, int in_op);
+
+/* Remote: a write starts on a copy that came exclusive for a read. */
+void dsm_act_written(struct dsm_node *node, struct dsm_region *r);
+
+/* Remote: the copy leaves (ack, flush or release); the aux word to send. */
+uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int flush);
+
+/* Home: an accepted ack, flush or release carried action tags. */
+void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m);
+
+/* Home: the aux word of a grant to who (a wasted self-invalidation's news). */
+uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who);
+
+/* Home: a request from who (a write, or not), or the home's own start
+ * (who = the home), while a self-invalidation waits to be judged. */
+void dsm_act_judge(struct dsm_node *node, struct dsm_region *r, uint32_t who, int write);
+
+#endif
