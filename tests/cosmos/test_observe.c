@@ -24,46 +24,32 @@ static void collect(void *ctx, const struct cosmos_rec *rec)
     c->recs[c->n++] = *rec;
 }
 
-static void step(struct sim *s, unsigned n)
-{
-    sim_do(s, SIM_ACT_NODE + n);
-    sim_check_step(s);
-}
-
-static void arrive(struct sim *s, enum dsm_msg_type type, unsigned src, unsigned dst)
-{
-    int i = sim_find_flight(s, type, src, dst);
-    CHECK(i >= 0, "no %s from %u to %u in flight", dsm_msg_name(type), src, dst);
-    sim_deliver_index(s, (unsigned)i);
-    sim_check_step(s);
-}
-
 static void map(struct sim *s, unsigned n)
 {
-    arrive(s, DSM_MSG_RGN_INFO_REQ, n, 0);
-    arrive(s, DSM_MSG_RGN_INFO_ACK, 0, n);
+    sim_arrive(s, DSM_MSG_RGN_INFO_REQ, n, 0);
+    sim_arrive(s, DSM_MSG_RGN_INFO_ACK, 0, n);
 }
 
 /* Node 1 writes, node 0 (the home) then reads, node 2 then reads. */
 static void run_scenario(struct sim *s)
 {
-    step(s, 1);                                      /* map miss */
+    sim_step(s, 1);                                      /* map miss */
     map(s, 1);
-    step(s, 1);                                      /* start_write: MsgExclusiveReq */
-    arrive(s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
-    arrive(s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
-    step(s, 1);                                      /* the write runs */
-    step(s, 1);                                      /* end_write: RemoteModified */
-    step(s, 0);                                      /* home start_read: MsgRInvalidate */
-    arrive(s, DSM_MSG_RINVALIDATE, 0, 1);
-    arrive(s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);    /* the dirty copy comes back */
-    step(s, 0);                                      /* the read runs */
+    sim_step(s, 1);                                      /* start_write: MsgExclusiveReq */
+    sim_arrive(s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    sim_arrive(s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    sim_step(s, 1);                                      /* the write runs */
+    sim_step(s, 1);                                      /* end_write: RemoteModified */
+    sim_step(s, 0);                                      /* home start_read: MsgRInvalidate */
+    sim_arrive(s, DSM_MSG_RINVALIDATE, 0, 1);
+    sim_arrive(s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);    /* the dirty copy comes back */
+    sim_step(s, 0);                                      /* the read runs */
     dsm_observe_mark(&s->nodes[0], COSMOS_MARK_BARRIER);
-    step(s, 2);                                      /* map miss */
+    sim_step(s, 2);                                      /* map miss */
     map(s, 2);
-    step(s, 2);                                      /* start_read: MsgSharedReq */
-    arrive(s, DSM_MSG_SHARED_REQ, 2, 0);
-    arrive(s, DSM_MSG_SHARED_ACK_DATA, 0, 2);
+    sim_step(s, 2);                                      /* start_read: MsgSharedReq */
+    sim_arrive(s, DSM_MSG_SHARED_REQ, 2, 0);
+    sim_arrive(s, DSM_MSG_SHARED_ACK_DATA, 0, 2);
 }
 
 #define REC(blk, snd, rl, ty, pr, ca, sq) \

@@ -469,3 +469,18 @@ uint64_t sim_hash(const struct sim *s)
         h = mix(h, fh[i]);
     return h;
 }
+
+void sim_step(struct sim *s, unsigned n)
+{
+    sim_do(s, SIM_ACT_NODE + n);
+    sim_check_step(s);
+}
+
+void sim_arrive(struct sim *s, enum dsm_msg_type type, unsigned src, unsigned dst)
+{
+    int i = sim_find_flight(s, type, src, dst);
+    if (i < 0)
+        sim_fail(s, "no %s from %u to %u in flight", dsm_msg_name(type), src, dst);
+    sim_deliver_index(s, (unsigned)i);
+    sim_check_step(s);
+}

@@ -83,6 +83,11 @@ uint64_t sim_hash(const struct sim *s);
 
 /* Direct access for hand-built scenarios. */
 void sim_deliver_index(struct sim *s, unsigned i);
+/* Scenario steps, each followed by the invariants: node n's next action;
+ * the delivery of the one message of type from src to dst in flight (the
+ * test fails if there is none). */
+void sim_step(struct sim *s, unsigned n);
+void sim_arrive(struct sim *s, enum dsm_msg_type type, unsigned src, unsigned dst);
 int sim_find_flight(const struct sim *s, enum dsm_msg_type type, uint32_t src, uint32_t dst);
 struct dsm_region *sim_region(struct sim *s, unsigned node, unsigned region);
 uint64_t sim_value(const struct dsm_region *r);

@@ -529,20 +529,6 @@ static void explore_delete_two_regions(void)
 
 /* ---- the reorderings of §A.11 and the crossing of §A.8, forced --------- */
 
-static void step(struct sim *s, unsigned n)
-{
-    sim_do(s, SIM_ACT_NODE + n);
-    sim_check_step(s);
-}
-
-static void arrive(struct sim *s, enum dsm_msg_type type, unsigned src, unsigned dst)
-{
-    int i = sim_find_flight(s, type, src, dst);
-    CHECK(i >= 0, "no %s from %u to %u in flight", dsm_msg_name(type), src, dst);
-    sim_deliver_index(s, (unsigned)i);
-    sim_check_step(s);
-}
-
 /* Runs what is left in order, then checks the end state. */
 static void finish(struct sim *s)
 {
@@ -568,10 +554,10 @@ static void scenario(struct sim *s, const struct sim_step (*script)[SIM_MAX_OPS]
 /* Node n maps region 0 and starts its first operation (a request). */
 static void map_and_request(struct sim *s, unsigned n, enum dsm_msg_type req)
 {
-    step(s, n);
-    arrive(s, DSM_MSG_RGN_INFO_REQ, n, 0);
-    arrive(s, DSM_MSG_RGN_INFO_ACK, 0, n);
-    step(s, n);
+    sim_step(s, n);
+    sim_arrive(s, DSM_MSG_RGN_INFO_REQ, n, 0);
+    sim_arrive(s, DSM_MSG_RGN_INFO_ACK, 0, n);
+    sim_step(s, n);
     CHECK(sim_find_flight(s, req, n, 0) >= 0, "node %u sent no %s", n, dsm_msg_name(req));
 }
 
@@ -587,22 +573,22 @@ static void late_invalidation(void)
     const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{W(0)}, {R(0), F(0), R(0)}};
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 3});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    step(&s, 1); /* read */
-    step(&s, 1); /* end: RemoteShared */
-    step(&s, 1); /* flush: MsgFlush in flight */
-    step(&s, 0); /* home write: MsgWInvalidate for the flushed copy */
-    arrive(&s, DSM_MSG_FLUSH, 1, 0); /* the flush counts as its ack */
-    step(&s, 0);
-    step(&s, 0); /* write done */
-    step(&s, 1); /* a new read */
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    step(&s, 1);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1); /* read */
+    sim_step(&s, 1); /* end: RemoteShared */
+    sim_step(&s, 1); /* flush: MsgFlush in flight */
+    sim_step(&s, 0); /* home write: MsgWInvalidate for the flushed copy */
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0); /* the flush counts as its ack */
+    sim_step(&s, 0);
+    sim_step(&s, 0); /* write done */
+    sim_step(&s, 1); /* a new read */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
     struct dsm_region *r = sim_region(&s, 1, 0);
     CHECK(r->state == DSM_REMOTE_SHARED_RIP && r->version == 2, "node 1: %s v%u", dsm_state_name(r->state), r->version);
-    arrive(&s, DSM_MSG_WINVALIDATE, 0, 1); /* late: version 1 < 2 */
+    sim_arrive(&s, DSM_MSG_WINVALIDATE, 0, 1); /* late: version 1 < 2 */
     CHECK(r->state == DSM_REMOTE_SHARED_RIP && !r->rcvd_inv && s.nflight == 0, "late invalidation acted on");
     CHECK(s.nodes[1].stats.stale == 1, "late invalidation not counted");
     finish(&s);
@@ -615,18 +601,18 @@ static void early_invalidation(void)
     const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {W(0)}, {R(0)}};
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 1, 1});
     map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
-    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0); /* grant in flight */
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0); /* grant in flight */
     map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0); /* home invalidates node 1's new copy */
-    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 2, 0); /* home invalidates node 1's new copy */
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
     struct dsm_region *r = sim_region(&s, 1, 0);
     CHECK(r->state == DSM_REMOTE_INVALID_REQ && r->rcvd_inv && s.nodes[1].stats.early_inv == 1,
           "early invalidation not deferred");
-    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
     CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && r->rcvd_inv, "grant after an early invalidation: %s",
           dsm_state_name(r->state));
-    step(&s, 1);
-    step(&s, 1); /* end write: the deferred invalidation is honoured */
+    sim_step(&s, 1);
+    sim_step(&s, 1); /* end write: the deferred invalidation is honoured */
     CHECK(r->state == DSM_REMOTE_INVALID && sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0) >= 0,
           "deferred invalidation not honoured at the end of the write");
     finish(&s); /* node 2 must read node 1's write */
@@ -639,20 +625,20 @@ static void late_release(void)
     const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {W(0), R(0), F(0)}};
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 3});
     map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
-    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
-    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
-    step(&s, 1);
-    step(&s, 1); /* wrote 1: RemoteModified */
-    step(&s, 1); /* start read: RemoteModifiedRip */
-    step(&s, 0); /* home read: MsgRInvalidate */
-    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1); /* MsgRelease with the data, RemoteSharedRip */
-    step(&s, 1); /* end read */
-    step(&s, 1); /* flush: after a release it carries the data (D7) */
-    arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1); /* wrote 1: RemoteModified */
+    sim_step(&s, 1); /* start read: RemoteModifiedRip */
+    sim_step(&s, 0); /* home read: MsgRInvalidate */
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1); /* MsgRelease with the data, RemoteSharedRip */
+    sim_step(&s, 1); /* end read */
+    sim_step(&s, 1); /* flush: after a release it carries the data (D7) */
+    sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
     struct dsm_region *home = sim_region(&s, 0, 0);
     CHECK(home->state == DSM_HOME_EXCLUSIVE_RIP && home_value(&s) == 1, "home after the flush: %s holding %llu",
           dsm_state_name(home->state), (unsigned long long)home_value(&s));
-    arrive(&s, DSM_MSG_RELEASE, 1, 0); /* late: dropped */
+    sim_arrive(&s, DSM_MSG_RELEASE, 1, 0); /* late: dropped */
     CHECK(home->state == DSM_HOME_EXCLUSIVE_RIP && s.nodes[0].stats.stale == 1 && s.nflight == 0,
           "late release acted on");
     finish(&s);
@@ -666,16 +652,16 @@ static void late_ack(void)
     const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{R(0)}, {R(0), F(0), R(0)}};
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 3});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    step(&s, 1);
-    step(&s, 1);
-    step(&s, 1); /* flush in flight */
-    step(&s, 1); /* a new read: MsgSharedReq in flight behind it */
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1); /* flush in flight */
+    sim_step(&s, 1); /* a new read: MsgSharedReq in flight behind it */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
     struct dsm_region *home = sim_region(&s, 0, 0);
     CHECK(home->queue_head && s.nodes[0].stats.queued == 1 && s.nflight == 1, "request not queued behind the flush");
-    arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
     CHECK(!home->queue_head && sim_find_flight(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1) >= 0,
           "queued request not served after the flush");
     finish(&s);
@@ -688,16 +674,16 @@ static void crossing_eviction(void)
     const struct sim_step script[SIM_MAX_NODES][SIM_MAX_OPS] = {{W(0)}, {R(0), E(0)}};
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 2});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    step(&s, 1);
-    step(&s, 1);
-    step(&s, 1); /* evicted: flushed, removed, freed */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1); /* evicted: flushed, removed, freed */
     CHECK(!sim_region(&s, 1, 0), "evicted copy still in the table");
-    step(&s, 0); /* home write: MsgWInvalidate to the evicted copy */
-    arrive(&s, DSM_MSG_WINVALIDATE, 0, 1);
+    sim_step(&s, 0); /* home write: MsgWInvalidate to the evicted copy */
+    sim_arrive(&s, DSM_MSG_WINVALIDATE, 0, 1);
     CHECK(s.nflight == 1, "an invalidation for an evicted copy was answered");
-    arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
     CHECK(sim_region(&s, 0, 0)->state == DSM_HOME_EXCLUSIVE_WIP, "the flush did not count as the ack");
     finish(&s);
 }
@@ -708,10 +694,10 @@ static void crossing_eviction(void)
 static void read_copy(struct sim *s, unsigned n)
 {
     map_and_request(s, n, DSM_MSG_SHARED_REQ);
-    arrive(s, DSM_MSG_SHARED_REQ, n, 0);
-    arrive(s, DSM_MSG_SHARED_ACK_DATA, 0, n);
-    step(s, n);
-    step(s, n);
+    sim_arrive(s, DSM_MSG_SHARED_REQ, n, 0);
+    sim_arrive(s, DSM_MSG_SHARED_ACK_DATA, 0, n);
+    sim_step(s, n);
+    sim_step(s, n);
 }
 
 /* The home deletes while one copy is cached and another was evicted, its
@@ -724,17 +710,17 @@ static void delete_at_home(void)
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){1, 1, 2});
     read_copy(&s, 1);
     read_copy(&s, 2);
-    step(&s, 2); /* evicted: MsgFlush in flight */
-    step(&s, 0);
+    sim_step(&s, 2); /* evicted: MsgFlush in flight */
+    sim_step(&s, 0);
     CHECK(!sim_region(&s, 0, 0) && s.deleted[0], "the home still has the region");
     CHECK(sim_find_flight(&s, DSM_MSG_DELETE, 0, 1) >= 0 && sim_find_flight(&s, DSM_MSG_DELETE, 0, 2) >= 0 &&
               s.nflight == 3,
           "MsgDelete not sent to both ranks that mapped the region");
-    arrive(&s, DSM_MSG_DELETE, 0, 1);
+    sim_arrive(&s, DSM_MSG_DELETE, 0, 1);
     CHECK(!sim_region(&s, 1, 0), "node 1's cached copy survived MsgDelete");
-    arrive(&s, DSM_MSG_DELETE, 0, 2);
+    sim_arrive(&s, DSM_MSG_DELETE, 0, 2);
     CHECK(s.nodes[2].stats.deleted_dropped == 1, "MsgDelete for an evicted copy not counted");
-    arrive(&s, DSM_MSG_FLUSH, 2, 0);
+    sim_arrive(&s, DSM_MSG_FLUSH, 2, 0);
     CHECK(s.nodes[0].stats.deleted_dropped == 1, "a late flush for a deleted region not counted");
     finish(&s);
 }
@@ -748,17 +734,17 @@ static void delete_from_remote(void)
     scenario(&s, script, (unsigned[SIM_MAX_NODES]){0, 2, 1});
     read_copy(&s, 2);
     map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
-    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
-    arrive(&s, DSM_MSG_WINVALIDATE, 0, 2);
-    arrive(&s, DSM_MSG_INVALIDATE_ACK, 2, 0);
-    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
-    step(&s, 1);
-    step(&s, 1); /* wrote: RemoteModified */
-    step(&s, 1); /* delete */
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_WINVALIDATE, 0, 2);
+    sim_arrive(&s, DSM_MSG_INVALIDATE_ACK, 2, 0);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
+    sim_step(&s, 1); /* wrote: RemoteModified */
+    sim_step(&s, 1); /* delete */
     CHECK(!sim_region(&s, 1, 0) && s.phase[1] == SIM_DELETING && s.nflight == 1 &&
               sim_find_flight(&s, DSM_MSG_DELETE_REQ, 1, 0) >= 0,
           "the deleter kept its copy or sent more than MsgDeleteReq");
-    arrive(&s, DSM_MSG_DELETE_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_DELETE_REQ, 1, 0);
     CHECK(!sim_region(&s, 0, 0) && sim_find_flight(&s, DSM_MSG_DELETE_ACK, 0, 1) >= 0 &&
               sim_find_flight(&s, DSM_MSG_DELETE, 0, 2) >= 0 && sim_find_flight(&s, DSM_MSG_DELETE, 0, 1) < 0,
           "the home did not delete, answer node 1 and tell node 2 (only)");
@@ -816,13 +802,13 @@ static void delete_refusals(void)
     CHECK(delete_answer(&s, 1, never) == DSM_REFUSE_NEVER_CREATED, "delete of a rid never created, from elsewhere");
     CHECK(delete_answer(&s, 0, never) == DSM_REFUSE_NEVER_CREATED, "delete of a rid never created, at home");
     /* node 1 is reading when the home deletes: it fails on MsgDelete */
-    step(&s, 1);
-    arrive(&s, DSM_MSG_RGN_INFO_REQ, 1, 0);
-    arrive(&s, DSM_MSG_RGN_INFO_ACK, 0, 1);
-    step(&s, 1); /* MsgSharedReq */
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    step(&s, 1); /* reading */
+    sim_step(&s, 1);
+    sim_arrive(&s, DSM_MSG_RGN_INFO_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_RGN_INFO_ACK, 0, 1);
+    sim_step(&s, 1); /* MsgSharedReq */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1); /* reading */
     CHECK(delete_answer(&s, 0, rid) == DSM_REFUSE_NONE && s.nflight == 1, "delete at home");
     EXPECT_FAIL(&s, deliver_only(&s),
                 "region 0:0 (RemoteSharedRip; calls on it, oldest first: -, -, -, rgn_start_read): rank 0 deleted "
@@ -925,9 +911,9 @@ static void act_scenario(struct sim *s, enum dsm_act_kind kind, const struct sim
 /* Node n's grant arrives and its operation runs to its end. */
 static void granted_op(struct sim *s, unsigned n, enum dsm_msg_type grant)
 {
-    arrive(s, grant, 0, n);
-    step(s, n); /* grant seen */
-    step(s, n); /* end */
+    sim_arrive(s, grant, 0, n);
+    sim_step(s, n); /* grant seen */
+    sim_step(s, n); /* end */
 }
 
 /* rmw: an idle block's reader gets it exclusive; its write then hits. */
@@ -937,14 +923,14 @@ static void act_rmw(void)
     act_scenario(&s, DSM_ACT_RMW, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0), W(0)}},
                  (unsigned[SIM_MAX_NODES]){0, 2});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
     CHECK(sim_find_flight(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1) >= 0, "rmw: the read was not answered exclusive");
-    arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
-    step(&s, 1);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    sim_step(&s, 1);
     struct dsm_region *r = sim_region(&s, 1, 0);
     CHECK(r->state == DSM_REMOTE_MODIFIED_RIP, "rmw: node 1 reads in %s", dsm_state_name(r->state));
-    step(&s, 1); /* end read */
-    step(&s, 1); /* start write: a hit */
+    sim_step(&s, 1); /* end read */
+    sim_step(&s, 1); /* start write: a hit */
     CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0, "rmw: the write after the read was not a hit");
     CHECK(s.nodes[0].stats.act_taken[DSM_ACT_RMW] == 1 && s.nodes[1].stats.act_confirmed[DSM_ACT_RMW] == 1,
           "rmw: taken %llu, confirmed %llu", (unsigned long long)s.nodes[0].stats.act_taken[DSM_ACT_RMW],
@@ -960,15 +946,15 @@ static void act_rmw_wasted(void)
     act_scenario(&s, DSM_ACT_RMW, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0)}, {R(0)}},
                  (unsigned[SIM_MAX_NODES]){0, 1, 1});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
     granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
     map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
-    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
     int i = sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
     CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_RMW), "rmw: the unwritten copy's ack is not tagged");
     CHECK(s.nodes[1].stats.act_wasted[DSM_ACT_RMW] == 1, "rmw: the unwritten copy is not counted wasted");
-    arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    sim_arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
     CHECK(sim_region(&s, 0, 0)->act & DSM_RACT_XREAD_SKIP, "rmw: the home does not decline the next one");
     finish(&s);
 }
@@ -981,15 +967,15 @@ static void act_migratory(void)
     act_scenario(&s, DSM_ACT_MIGRATORY, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {W(0)}, {R(0), W(0)}},
                  (unsigned[SIM_MAX_NODES]){0, 1, 2});
     map_and_request(&s, 1, DSM_MSG_EXCLUSIVE_REQ);
-    arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_REQ, 1, 0);
     granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
     map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
-    arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
-    arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    sim_arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
     CHECK(sim_find_flight(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 2) >= 0, "migratory: the read was not answered exclusive");
     granted_op(&s, 2, DSM_MSG_EXCLUSIVE_ACK_DATA);
-    step(&s, 2); /* start write: a hit */
+    sim_step(&s, 2); /* start write: a hit */
     CHECK(sim_region(&s, 2, 0)->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0,
           "migratory: the write after the read was not a hit");
     CHECK(s.nodes[0].stats.act_taken[DSM_ACT_MIGRATORY] == 1 && s.nodes[2].stats.act_confirmed[DSM_ACT_MIGRATORY] == 1,
@@ -1006,22 +992,22 @@ static void act_dsi(void)
     act_scenario(&s, DSM_ACT_DSI, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0)}, {R(0), R(0)}},
                  (unsigned[SIM_MAX_NODES]){1, 1, 2});
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
     granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
     int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
     CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_DSI) && s.nodes[1].stats.act_taken[DSM_ACT_DSI] == 1,
           "dsi: no tagged flush at the read's end");
-    arrive(&s, DSM_MSG_FLUSH, 1, 0);
-    step(&s, 0); /* the home's write: no copy left to invalidate */
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    sim_step(&s, 0); /* the home's write: no copy left to invalidate */
     CHECK(s.nflight == 0 && sim_region(&s, 0, 0)->state == DSM_HOME_EXCLUSIVE_WIP, "dsi: the home's write missed");
     CHECK(s.nodes[0].stats.act_confirmed[DSM_ACT_DSI] == 1, "dsi: the home's write did not confirm it");
-    step(&s, 0); /* end write */
+    sim_step(&s, 0); /* end write */
     map_and_request(&s, 2, DSM_MSG_SHARED_REQ);
-    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
     granted_op(&s, 2, DSM_MSG_SHARED_ACK_DATA);
-    arrive(&s, DSM_MSG_FLUSH, 2, 0);
-    step(&s, 2); /* its own read again, first */
-    arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
+    sim_arrive(&s, DSM_MSG_FLUSH, 2, 0);
+    sim_step(&s, 2); /* its own read again, first */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 2, 0);
     CHECK(s.nodes[0].stats.act_wasted[DSM_ACT_DSI] == 1, "dsi: the re-read did not count it wasted");
     granted_op(&s, 2, DSM_MSG_SHARED_ACK_DATA);
     CHECK(s.nflight == 0 && sim_region(&s, 2, 0)->state == DSM_REMOTE_SHARED,
