@@ -509,10 +509,16 @@ void am_register_internal(unsigned index, shoal_handler_t fn)
     am_handlers[index] = fn;
 }
 
+int am_send_medium(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                   unsigned nargs, const uint64_t *args)
+{
+    return am_send(dest, cls, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+}
+
 int am_request_internal(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                         unsigned nargs, const uint64_t *args)
 {
-    return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+    return am_send_medium(dest, AM_REQ, handler, flags, src, nbytes, nargs, args);
 }
 
 int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
@@ -521,13 +527,7 @@ int am_reply_internal(shoal_token_t tok, unsigned handler, const void *src, size
     struct am_frame *f = am_reply_frame(tok);
     if (!f)
         return am_rule_violation("an internal reply");
-    return am_reply_sent(f, am_send(f->src, AM_REP, handler, 0, AM_MEDIUM, src, nbytes, 0, 0, nargs, args));
-}
-
-int am_send_medium(int dest, enum am_class cls, unsigned handler, unsigned flags, const void *src, size_t nbytes,
-                   unsigned nargs, const uint64_t *args)
-{
-    return am_send(dest, cls, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
+    return am_reply_sent(f, am_send_medium(f->src, AM_REP, handler, 0, src, nbytes, nargs, args));
 }
 
 int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
