@@ -100,6 +100,8 @@ void am_progress_wait(struct util_backoff *b, int replies_only)
         b->spins = 0; /* progress: the peer is active, keep spinning */
         return;
     }
+    if (UTIL_UNLIKELY(am_guard_on) && am_wait_unlocked(b))
+        return;
     am_wait_step(b);
 }
 
