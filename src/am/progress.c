@@ -172,11 +172,13 @@ int am_thread_level(void)
     return am_level;
 }
 
-int am_wait_unlocked(struct util_backoff *b)
+int am_wait_unlocked(struct util_backoff *b, int progressed)
 {
     uintptr_t me = am_self();
     if (!am_multiple || am.depth || am.pinned || am_disabled ||
         atomic_load_explicit(&am_lock_owner, memory_order_relaxed) != me)
+        return 0;
+    if (progressed && !atomic_load_explicit(&am_lock_waiters, memory_order_relaxed))
         return 0;
     hang_check();
     struct hang_stash hs;
@@ -187,7 +189,10 @@ int am_wait_unlocked(struct util_backoff *b)
                          !atomic_load_explicit(&am_lock_owner, memory_order_relaxed);
          i++)
         util_cpu_relax();
-    util_backoff_wait(b);
+    if (progressed)
+        b->spins = 0;
+    else
+        util_backoff_wait(b);
     am_lock_acquire(me, "a wait");
     am_lock_depth = depth;
     hang_unstash(&hs);

@@ -69,11 +69,14 @@ static inline void am_thread_note(const char *call)
 }
 
 /* One step of a wait at SHOAL_THREAD_MULTIPLE, outside handlers and
- * critical sections: gives the lock back, backs off, takes it again, so
- * other threads' calls and waits go on meanwhile.  0 (nothing done) where
- * the wait must keep the lock. */
+ * critical sections, after a poll that ran something (progressed) or
+ * nothing: gives the lock back, backs off when nothing ran, takes it
+ * again, so other threads' calls and waits go on meanwhile.  After a poll
+ * that ran something it does so only when a thread waits for the lock (a
+ * stream of arrivals must not keep the others out).  0, nothing done,
+ * where the wait keeps the lock. */
 struct util_backoff;
-int am_wait_unlocked(struct util_backoff *b);
+int am_wait_unlocked(struct util_backoff *b, int progressed);
 
 /* After a message to local rank dest is in its ring, in thread mode: wakes
  * dest's progress thread if it announced it sleeps (progress.c). */
