@@ -83,7 +83,7 @@ SHOAL_API int shoal_init(int *argc, char ***argv);
  *  SERIALIZED  any thread may call shoal, one at a time: the application
  *              orders the calls (a mutex, a join) so no two overlap;
  *  MULTIPLE    any thread may call shoal at any time, concurrently (the
- *              rules in docs/API.md "Threads": collectives one thread at a
+ *              rules in docs/API.md "Threads and signals": collectives one thread at a
  *              time per rank, CRL regions one thread each, fences and
  *              colours count every thread's commands).
  * A lower level used as a higher one is refused where SHOAL_STRICT checks

@@ -11,6 +11,8 @@
  *                segment; the data and the counters are exact
  *   crl          MULTIPLE: thread t of every rank increments region t
  *                (home rank 0) in write sections; the totals are exact
+ *                (TEST_REGION_BYTES: regions that large travel in pieces,
+ *                as large mediums, checked by their last word)
  *   funneled     (SHOAL_STRICT=1) FUNNELED, a second thread calls shoal:
  *                the job ends with the error naming the rank and the call
  *   serialized   (SHOAL_STRICT=1) SERIALIZED, a second thread calls shoal
@@ -265,6 +267,7 @@ static void test_rma(void)
 
 /* ---- CRL ---------------------------------------------------------------- */
 static rid_t rids[MAX_THREADS];
+static unsigned region_words; /* TEST_REGION_BYTES / 8: large regions travel as large mediums */
 
 static void *crl_thread(void *arg)
 {
@@ -272,8 +275,12 @@ static void *crl_thread(void *arg)
     uint64_t *r = rgn_map(rids[t]);
     for (int i = 0; i < count; i++) {
         rgn_start_write(r);
+        /* the region's last word came with its first: the whole copy travelled */
+        CHECK(r[region_words - 1] == r[0], "rank %d thread %d: region's last word %llu, first %llu", me, t,
+              (unsigned long long)r[region_words - 1], (unsigned long long)r[0]);
         r[0]++;
         r[1 + me] += (uint64_t)t + 1;
+        r[region_words - 1] = r[0];
         rgn_end_write(r);
     }
     rgn_unmap(r);
@@ -283,9 +290,12 @@ static void *crl_thread(void *arg)
 static void test_crl(void)
 {
     crl_init();
+    region_words = (unsigned)env_int("TEST_REGION_BYTES", 0) / 8;
+    if (region_words < (unsigned)np + 2)
+        region_words = (unsigned)np + 2;
     if (me == 0)
         for (int t = 0; t < nthreads; t++)
-            rids[t] = rgn_create((unsigned)(8 * (1 + np)));
+            rids[t] = rgn_create(8 * region_words);
     if (me == 0)
         rgn_bcast_send((int)sizeof rids, rids);
     else
