@@ -13,6 +13,9 @@
  *                (home rank 0) in write sections; the totals are exact
  *                (TEST_REGION_BYTES: regions that large travel in pieces,
  *                as large mediums, checked by their last word)
+ *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
+ *                sends only once rank 0's other thread has asked for it:
+ *                the wait must give shoal's lock back between its polls
  *   funneled     (SHOAL_STRICT=1) FUNNELED, a second thread calls shoal:
  *                the job ends with the error naming the rank and the call
  *   serialized   (SHOAL_STRICT=1) SERIALIZED, a second thread calls shoal
@@ -320,6 +323,52 @@ static void test_crl(void)
     crl_exit();
 }
 
+/* ---- a wait gives the lock back ----------------------------------------- */
+enum { H_GO = 3, H_ANSWER };
+static volatile uint64_t go, answered;
+
+static void on_go(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)tok, (void)buf, (void)n, (void)a, (void)na;
+    go++;
+}
+
+static void on_answer(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)tok, (void)buf, (void)n, (void)a, (void)na;
+    answered++;
+}
+
+/* Rank 0's second thread asks rank 1 for the answer its first thread
+ * waits for, once the first is inside its wait: a wait that kept the lock
+ * would keep the sender out for ever (the watchdog ends the job). */
+static void *asker(void *arg)
+{
+    (void)arg;
+    usleep(100000);
+    CHECK_RC(shoal_am_request_short(1, H_GO, 0, 0, NULL), SHOAL_OK);
+    return NULL;
+}
+
+static void test_handoff(void)
+{
+    CHECK(np == 2, "handoff runs on 2 ranks");
+    CHECK_RC(shoal_am_register(H_GO, on_go), SHOAL_OK);
+    CHECK_RC(shoal_am_register(H_ANSWER, on_answer), SHOAL_OK);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0) {
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, asker, NULL) == 0, "pthread_create");
+        CHECK_RC(shoal_wait_until(&answered, 1), SHOAL_OK);
+        pthread_join(th, NULL);
+        printf("rank 0: the wait let the other thread send the request it waited on\n");
+    } else {
+        CHECK_RC(shoal_wait_until(&go, 1), SHOAL_OK);
+        CHECK_RC(shoal_am_request_short(0, H_ANSWER, 0, 0, NULL), SHOAL_OK);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+}
+
 /* ---- the lower levels misused ------------------------------------------- */
 static volatile uint64_t never;
 
@@ -358,7 +407,7 @@ static void test_provided(int level)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|funneled|serialized");
+    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|handoff|funneled|serialized");
     signal(SIGALRM, on_alarm);
     alarm(TEST_LIMIT_S);
     nthreads = env_int("TEST_THREADS", 3);
@@ -384,6 +433,8 @@ int main(int argc, char **argv)
         test_rma();
     else if (strcmp(c, "crl") == 0)
         test_crl();
+    else if (strcmp(c, "handoff") == 0)
+        test_handoff();
     else if (strcmp(c, "funneled") == 0 || strcmp(c, "serialized") == 0)
         test_misuse();
     else
