@@ -101,30 +101,37 @@ void am_wait_step(struct util_backoff *b);
 void am_progress_wait(struct util_backoff *b, int replies_only);
 
 
-/* ---- SHOAL_PROGRESS=thread (progress.c) --------------------------------- */
-/* One thread at a time is inside shoal: the application's thread during its
+/* ---- SHOAL_PROGRESS=thread and the thread levels (progress.c) ---------- */
+/* One thread at a time is inside shoal: an application thread during its
  * calls (it runs handlers in its waits, as in poll mode), the progress
  * thread while it runs handlers, or the application inside
  * shoal_handlers_disable.  Every public call that touches state a handler
  * may touch starts with AM_GUARD(), which takes that lock in thread mode
- * (nested calls on the same thread count) and gives it back when the call
- * returns; in poll mode it costs one test of a flag that never changes. */
-extern int am_threaded;
-void am_lock_enter(void);
+ * and at SHOAL_THREAD_MULTIPLE (nested calls on the same thread count) and
+ * gives it back when the call returns; where SHOAL_STRICT checks the
+ * thread level it checks the calling thread there.  Otherwise it costs one
+ * test of a flag that never changes after shoal_init. */
+extern int am_threaded; /* the progress thread runs */
+extern int am_guard_on; /* AM_GUARD locks or checks */
+int am_guard_slow(const char *call);
 void am_lock_leave(void);
-static inline int am_guard_enter(void)
+static inline int am_guard_enter(const char *call)
 {
-    if (UTIL_LIKELY(!am_threaded))
+    if (UTIL_LIKELY(!am_guard_on))
         return 0;
-    am_lock_enter();
-    return 1;
+    return am_guard_slow(call);
 }
 static inline void am_guard_leave(int *held)
 {
     if (*held)
         am_lock_leave();
 }
-#define AM_GUARD() int am_guard_held_ __attribute__((cleanup(am_guard_leave), unused)) = am_guard_enter()
+#define AM_GUARD()                                                                                              \
+    int am_guard_held_ __attribute__((cleanup(am_guard_leave), unused)) = am_guard_enter(__func__)
+/* The level shoal_init_thread granted (SHOAL_THREAD_*), set before the
+ * progress thread starts; the thread calling it is the main thread. */
+void am_thread_level_set(int level);
+int am_thread_level(void);
 /* Starts the progress thread when SHOAL_PROGRESS=thread (end of shoal_init):
  * SHOAL_OK or SHOAL_ESYS after logging why. */
 int am_progress_start(void);
