@@ -3,6 +3,7 @@
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
+#include "cmam/cmam_int.h"
 #include "rma/rma.h"
 #include "util/util.h"
 
@@ -110,6 +111,7 @@ int shoal_init(int *argc, char ***argv)
     util_fatal_hook = core_fatal_hook;
     rc = am_init(boot.rank, boot.size);
     coll_init();
+    cmam_init();
     if (rc == SHOAL_OK)
         rc = am_net_init(boot.job_id);
     if (rc == SHOAL_OK)
