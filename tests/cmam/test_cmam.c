@@ -350,6 +350,13 @@ static void test_drops(void)
 /* ---- misuse that aborts at the sender (each test expects its message) ----- */
 static void reply_from_computation(void) { CMAM_reply_4(0, ok_h); }
 static void request_in_handler_h(void) { CMAM_4(MYPROC, ok_h); }
+static void two_replies_h(int src)
+{
+    CMAM_reply_4(src, ok_h);
+    CMAM_reply_4(src, ok_h);
+}
+static void reply_elsewhere_h(int src) { CMAM_reply_4((src + 1) % np, ok_h); }
+static void poll_in_handler_h(void) { CMAM_poll(); }
 static void abort_case(const char *which)
 {
     if (!strcmp(which, "bad_node"))
@@ -359,6 +366,14 @@ static void abort_case(const char *which)
     else if (!strcmp(which, "request_in_handler")) {
         CMAM_4(me, request_in_handler_h);
         CMAM_poll();
+    } else if (!strcmp(which, "two_replies") || !strcmp(which, "reply_elsewhere") ||
+               !strcmp(which, "poll_in_handler")) { /* rank 0's request makes rank 1's handler misbehave */
+        CMAM_fun h = which[0] == 't' ? (CMAM_fun)two_replies_h
+                     : which[0] == 'r' ? (CMAM_fun)reply_elsewhere_h
+                                       : (CMAM_fun)poll_in_handler_h;
+        if (me == 0)
+            CMAM_4(1, h, me);
+        wait_flag(&ran, 1, "the abort");
     } else if (!strcmp(which, "data_handler"))
         CMAM_4(me, (CMAM_fun)(uintptr_t)&counter);
     else if (!strcmp(which, "xfer_offset"))
