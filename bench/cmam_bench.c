@@ -4,8 +4,11 @@
  * requests, rank 1 receives or serves.
  *
  *   shoalrun --bind -n 2 build/bench/cmam_bench TEST [--batches B] [--iters N] [--max BYTES]
+ *   shoalrun -n 1 build/bench/cmam_bench rtt    (round trips to itself: the
+ *       software's cost alone, which another process's scheduling cannot blur)
  *
- * TEST: rtt (cmam_rtt and am_rtt, interleaved), send (request send,
+ * TEST: rtt (cmam_rtt and am_rtt with four words each way, interleaved, and
+ * their ratio per pair of batches), send (request send,
  * reply send), handle (handle a request; an xfer into 1 and into 2
  * segments), poll (empty CMAM_poll, CMAM_reply_poll), segment (open and
  * close), xfer4 (CMAM_xfer_4i request and reply), xfern (CMAM_xfer
@@ -30,7 +33,7 @@
 #define H_PING 1
 #define H_PONG 2
 
-static int me;
+static int me, peer; /* peer: 1, or 0 itself when alone (rtt only: the software's own cost) */
 static struct bench_opts opts;
 static volatile int count, pong, eots;
 static double clock_cost; /* one bench_now() */
@@ -61,7 +64,7 @@ static void ping_h(int src) { CMAM_reply_4(src, inc_h); }
 static void am_ping(shoal_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
 {
     (void)b, (void)n, (void)a, (void)na;
-    shoal_am_reply_short(t, H_PONG, 0, shoal_noargs);
+    shoal_am_reply_short(t, H_PONG, 0, 4, a); /* four words back, as CMAM's reply carries */
 }
 static volatile uint64_t am_pongs;
 static void am_pong(shoal_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
@@ -77,10 +80,10 @@ static double rtt_batch(int cmam, long iters)
     if (me == 0) {
         for (long i = 0; i < iters; i++) {
             if (cmam) {
-                CMAM_4(1, ping_h, 0);
+                CMAM_4(peer, ping_h, 0);
                 CMAM_wait(&count, 1);
             } else {
-                shoal_am_request_short(1, H_PING, 0, shoal_noargs);
+                shoal_am_request_short(peer, H_PING, 0, shoal_args(0, 0, 0, 0));
                 shoal_wait_until(&am_pongs, 1);
             }
         }
@@ -90,9 +93,11 @@ static double rtt_batch(int cmam, long iters)
     return t / (double)iters * 1e6;
 }
 
+/* The ratio of each pair of adjacent batches is the figure the machine's
+ * load disturbs least: both halves of a pair see about the same load. */
 static void bench_rtt(void)
 {
-    double a[BENCH_MAX_BATCHES], b[BENCH_MAX_BATCHES];
+    double a[BENCH_MAX_BATCHES], b[BENCH_MAX_BATCHES], r[BENCH_MAX_BATCHES];
     rtt_batch(1, opts.iters / 4); /* warm-up */
     rtt_batch(0, opts.iters / 4);
     for (int i = 0; i < opts.batches; i++) { /* interleaved, alternating which goes first */
@@ -100,10 +105,12 @@ static void bench_rtt(void)
         double x = rtt_batch(first, opts.iters), y = rtt_batch(!first, opts.iters);
         a[i] = first ? x : y;
         b[i] = first ? y : x;
+        r[i] = a[i] / b[i];
     }
     if (me == 0) {
         emit("cmam_rtt", 16, "us", opts.iters, a);
         emit("am_rtt", 16, "us", opts.iters, b);
+        emit("cmam_rtt_over_am_rtt", 16, "ratio", opts.iters, r);
     }
 }
 
@@ -446,8 +453,10 @@ int main(int argc, char **argv)
     if (shoal_init(&argc, &argv) != SHOAL_OK)
         bench_die("shoal_init failed");
     me = MYPROC;
-    if (PROCS != 2)
-        bench_die("run with 2 ranks (shoalrun --bind -n 2)");
+    const char *t = opts.test;
+    if (PROCS != 2 && !(PROCS == 1 && !strcmp(t, "rtt")))
+        bench_die("run with 2 ranks (shoalrun --bind -n 2), or rtt alone (-n 1: round trips to itself)");
+    peer = PROCS - 1;
     bench_pin_if_unpinned(me);
     shoal_am_register(H_PING, am_ping);
     shoal_am_register(H_PONG, am_pong);
@@ -456,7 +465,6 @@ int main(int argc, char **argv)
         bench_now();
     clock_cost = (bench_now() - t0) / 1000;
     shoal_barrier();
-    const char *t = opts.test;
     int all = !strcmp(t, "all");
     if (all || !strcmp(t, "rtt"))
         bench_rtt();

@@ -81,7 +81,7 @@ static void cmam_drop(unsigned long *counter, const char *fmt, ...)
     }
 }
 
-static CMAM_fun cmam_resolve(uint64_t ref, int src)
+static CMAM_fun cmam_resolve(uint64_t ref, shoal_token_t tok)
 {
     unsigned slot = (unsigned)((ref ^ ref >> 13) % CMAM_RESOLVED);
     if (UTIL_LIKELY(resolved[slot].ref == ref && resolved[slot].fn))
@@ -89,7 +89,8 @@ static CMAM_fun cmam_resolve(uint64_t ref, int src)
     const char *why = "";
     CMAM_fun fn = cmam_image_resolve(ref, &why);
     if (!fn) {
-        cmam_drop(&drops.forged, "a message from rank %d naming handler image %u offset 0x%llx: %s", src,
+        cmam_drop(&drops.forged, "a message from rank %d naming handler image %u offset 0x%llx: %s",
+                  shoal_token_source(tok),
                   (unsigned)(ref >> CMAM_REF_IMAGE_SHIFT),
                   (unsigned long long)(ref & CMAM_REF_OFFSET_MASK), why);
         return NULL;
@@ -110,8 +111,14 @@ static CMAM_fun cmam_resolve(uint64_t ref, int src)
  * integers only (docs/CMAM.md §2). */
 typedef void (*cmam_call_t)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, double, double, double, double);
 
+typedef void (*cmam_call_int_t)(uintptr_t, uintptr_t, uintptr_t, uintptr_t);
+
 static void cmam_call(CMAM_fun fn, unsigned kinds, const uint64_t *w)
 {
+    if (UTIL_LIKELY(kinds == 0)) { /* integers and pointers only: the usual case */
+        ((cmam_call_int_t)fn)((uintptr_t)w[0], (uintptr_t)w[1], (uintptr_t)w[2], (uintptr_t)w[3]);
+        return;
+    }
     uintptr_t iw[4] = {0, 0, 0, 0};
     double fw[4] = {0, 0, 0, 0};
     unsigned ni = 0, nf = 0;
@@ -132,7 +139,7 @@ static void cmam_h_request(shoal_token_t tok, void *buf, size_t n, const uint64_
     (void)buf;
     (void)n;
     (void)nargs;
-    CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), shoal_token_source(tok));
+    CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), tok);
     if (!fn)
         return;
     shoal_token_t outer = cur_request;
@@ -146,7 +153,7 @@ static void cmam_h_reply(shoal_token_t tok, void *buf, size_t n, const uint64_t 
     (void)buf;
     (void)n;
     (void)nargs;
-    CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), shoal_token_source(tok));
+    CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), tok);
     if (!fn)
         return;
     shoal_token_t outer = cur_request; /* a reply handler may not reply */
