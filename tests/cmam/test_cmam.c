@@ -305,6 +305,21 @@ static void test_segment(void)
     shoal_barrier();
 }
 
+/* ---- a handler in a shared library (cmam_lib.c) ------------------------- */
+CMAM_fun cmam_lib_handler(void);
+int cmam_lib_count(void);
+static void test_library(void)
+{
+    CMAM_4((me + 1) % np, cmam_lib_handler(), 5);
+    double t0 = test_now();
+    while (cmam_lib_count() < 5) {
+        CMAM_poll();
+        TEST_DEADLINE(t0, 30, "the library's handler");
+    }
+    shoal_barrier();
+    CHECK(cmam_lib_count() == 5, "the library's handler ran %d times", cmam_lib_count() / 5);
+}
+
 /* ---- misuse the receiver drops and counts ---------------------------------- */
 static volatile int ran;
 static void ok_h(void) { ran++; }
@@ -383,7 +398,7 @@ static void abort_case(const char *which)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_cmam fetch_add|split|words|poll|segment|drops|all|abort:<case>");
+    CHECK(argc == 2, "usage: test_cmam fetch_add|split|words|poll|library|segment|drops|all|abort:<case>");
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = MYPROC;
     np = PROCS;
@@ -400,6 +415,8 @@ int main(int argc, char **argv)
         test_words();
     if (all || !strcmp(t, "poll"))
         test_poll();
+    if (all || !strcmp(t, "library"))
+        test_library();
     if (all || !strcmp(t, "drops")) /* first: it needs a segment never opened */
         test_drops();
     if (all || !strcmp(t, "segment"))
