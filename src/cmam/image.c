@@ -25,8 +25,9 @@ struct cmam_image {
     uintptr_t base;                       /* dlpi_addr: symbol values are offsets from it */
     uint64_t exec_lo[CMAM_MAX_EXEC], exec_hi[CMAM_MAX_EXEC];
     unsigned nexec;
-    uint64_t *funcs; /* sorted function starts; NULL until the first lookup */
+    uint64_t *funcs; /* sorted function starts, read at the first lookup */
     size_t nfuncs;
+    int read;        /* the file was read (or could not be: then no offset passes) */
     int symtab;      /* 1: the full .symtab, 0: only .dynsym (stripped file) */
     char path[256];  /* "" for the main executable */
 };
@@ -188,9 +189,15 @@ CMAM_fun cmam_image_resolve(uint64_t ref, const char **why)
         *why = "the offset is outside the image's executable segments";
         return NULL;
     }
-    if (!im->funcs)
+    if (!im->read) {
+        im->read = 1;
         cmam_load_symbols(im);
-    if (!im->funcs || !bsearch(&off, im->funcs, im->nfuncs, sizeof off, cmam_cmp_u64)) {
+    }
+    if (!im->funcs) {
+        *why = "the image's file could not be read for its symbol table";
+        return NULL;
+    }
+    if (!bsearch(&off, im->funcs, im->nfuncs, sizeof off, cmam_cmp_u64)) {
         *why = im->symtab ? "the offset is not the start of a function in the image's symbol table"
                           : "the offset is not an exported function and the image has no .symtab (stripped? "
                             "keep its symbols, or link with -rdynamic)";
