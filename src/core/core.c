@@ -3,6 +3,7 @@
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
+#include "cmam/cmam_int.h"
 #include "rma/rma.h"
 #include "util/util.h"
 
@@ -108,6 +109,7 @@ static int core_init(int level)
     util_fatal_hook = core_fatal_hook;
     rc = am_init(boot.rank, boot.size);
     coll_init();
+    cmam_init();
     if (rc == SHOAL_OK)
         rc = am_net_init(boot.job_id);
     if (rc == SHOAL_OK)
