@@ -340,10 +340,11 @@ int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsig
 }
 
 /* An embedded state's first use: the block's state parked in the table, or
- * a new one. */
+ * a new one.  An empty table is not probed: its line is as cold as any when
+ * blocks come for the first time one after another (LU). */
 static void cosmos_blk_load(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block)
 {
-    const struct cosmos_mhr *m = cosmos_mhr_find(p, block, COSMOS_KEY_ANY);
+    const struct cosmos_mhr *m = p->mhr_used ? cosmos_mhr_find(p, block, COSMOS_KEY_ANY) : NULL;
     if (m)
         *b = m->b;
     else

@@ -107,6 +107,13 @@ void dsm_observe_mark_slow(struct dsm_node *node, unsigned kind)
 
 /* ---- the glue's sink: trace file and online predictor ------------------------ */
 
+/* With timing, 1 message in DSM_COSMOS_TIME_EVERY is timed: timing every one
+ * added two clock reads to each message, more than the predictor costs.
+ * The median is reported besides the mean: on a loaded machine a rank
+ * descheduled inside one timed call adds its whole time slice to the mean. */
+#define DSM_COSMOS_TIME_EVERY 16
+#define DSM_COSMOS_HIST_NS 1024
+
 struct dsm_cosmos {
     struct dsm_observer obs; /* first: node->observer points here */
     struct cosmos_trace_w *trace;
@@ -114,11 +121,9 @@ struct dsm_cosmos {
     struct cosmos_cfg pred_cfg;
     int timing;
     uint64_t ns, timed, clock_ns; /* time in the timed cosmos_observe calls, how many; a clock read pair's own cost */
+    uint32_t ns_hist[DSM_COSMOS_HIST_NS]; /* the timed calls by ns, the last bucket the slower: their median */
 };
 
-/* With timing, 1 message in DSM_COSMOS_TIME_EVERY is timed: timing every one
- * added two clock reads to each message, more than the predictor costs. */
-#define DSM_COSMOS_TIME_EVERY 16
 
 /* One message into a side's predictor: into the region's own state while
  * the region is in the table (blk), else into the table, where that state
@@ -145,7 +150,9 @@ static void cosmos_sink(void *ctx, const struct cosmos_rec *rec, struct cosmos_b
     }
     uint64_t t0 = util_now_ns();
     pred_observe(c->pred[rec->role], blk, rec->block, rec->sender, rec->type);
-    c->ns += util_now_ns() - t0;
+    uint64_t d = util_now_ns() - t0;
+    c->ns += d;
+    c->ns_hist[d < DSM_COSMOS_HIST_NS ? d : DSM_COSMOS_HIST_NS - 1]++;
     c->timed++;
 }
 
@@ -198,6 +205,16 @@ int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg)
     return SHOAL_OK;
 }
 
+/* The median timed call, the clock pair's cost taken off. */
+static double median_ns(const struct dsm_cosmos *c)
+{
+    uint64_t seen = 0;
+    unsigned d = 0;
+    while (d < DSM_COSMOS_HIST_NS - 1 && 2 * (seen + c->ns_hist[d]) < c->timed)
+        seen += c->ns_hist[d++];
+    return d > c->clock_ns ? (double)(d - c->clock_ns) : 0.0;
+}
+
 int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap)
 {
     const struct dsm_cosmos *c = (const struct dsm_cosmos *)node->observer;
@@ -222,9 +239,9 @@ int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap)
     double per = c->timed ? (double)c->ns / (double)c->timed - (double)c->clock_ns : 0.0;
     size_t used = n < 0 ? 0 : (size_t)n;
     n = snprintf(buf + (used < cap ? used : cap), used < cap ? cap - used : 0,
-                 "  cosmos: %.1f ns per message in the predictor (%llu messages timed, a clock read pair's %llu ns "
-                 "taken off), %zu bytes of tables\n",
-                 per > 0 ? per : 0.0, (unsigned long long)c->timed, (unsigned long long)c->clock_ns,
+                 "  cosmos: %.1f ns per message in the predictor (mean of %llu messages timed; median %.0f ns; a "
+                 "clock read pair's %llu ns taken off), %zu bytes of tables\n",
+                 per > 0 ? per : 0.0, (unsigned long long)c->timed, median_ns(c), (unsigned long long)c->clock_ns,
                  cosmos_mem_bytes(c->pred[0]) + cosmos_mem_bytes(c->pred[1]));
     return (int)used + (n < 0 ? 0 : n);
 }
