@@ -3,7 +3,7 @@
  * shapes (docs/COSMOS.md).
  *
  *   shoal-cosmos replay [--depth D] [--filter F] [--sender-index] [--window N] [--warmup N]
- *                       [--json] DIR...
+ *                       [--pool N] [--json] DIR...
  *
  * Every rank's trace feeds two predictors of that rank, its home side and
  * its remote side; markers are not predicted, and a barrier marker advances
@@ -43,7 +43,7 @@ struct row {
     struct cosmos_cfg cfg;
     uint64_t warmup;
     uint64_t hits[SIDES], msgs[SIDES];
-    uint64_t mhr, pht;
+    uint64_t mhr, pht, pool_failed;
     size_t bytes;
 };
 
@@ -59,6 +59,7 @@ struct opts {
     int depth, filter, sender_index, json;
     size_t window;   /* Fig. 6-8's window in barriers; 0: chosen from the job */
     uint64_t warmup; /* barriers before which messages train but are not counted */
+    size_t pool;     /* each predictor's shared PHT pool (cosmos_cfg.pool_entries); 0: unbounded */
 };
 
 static void die_usage(const char *why)
@@ -66,7 +67,7 @@ static void die_usage(const char *why)
     fprintf(stderr,
             "shoal-cosmos: %s\n"
             "usage: shoal-cosmos replay [--depth 1-4] [--filter 0-2] [--sender-index] [--window N] [--warmup N]\n"
-            "                           [--json] DIR...\n"
+            "                           [--pool N] [--json] DIR...\n"
             "  without --depth/--filter/--sender-index: Tables 6.4-6.8 and Fig. 6-8 of the thesis;\n"
             "  with any of them: that one configuration (default depth 1, filter 0).\n",
             why);
@@ -269,11 +270,12 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
 {
     memset(row, 0, sizeof(*row));
     row->cfg = *cfg;
+    row->cfg.pool_entries = o->pool;
     row->warmup = o->warmup;
     for (uint32_t r = 0; r < j->nranks; r++) {
         struct cosmos_pred *p[SIDES];
         for (int s = 0; s < SIDES; s++) {
-            if (cosmos_create(cfg, &p[s]) != 0) {
+            if (cosmos_create(&row->cfg, &p[s]) != 0) {
                 fprintf(stderr, "shoal-cosmos: cannot create a predictor\n");
                 exit(1);
             }
@@ -284,6 +286,7 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
             cosmos_counts(p[s], &c);
             row->mhr += c.blocks;
             row->pht += c.pht_entries;
+            row->pool_failed += c.pool_failed;
             row->bytes += cosmos_mem_bytes(p[s]);
             cosmos_destroy(p[s]);
         }
@@ -322,9 +325,11 @@ static void json_row(const struct job *j, const struct row *r, int *first)
     json_side("overall", r->hits[0] + r->hits[1], msgs);
     printf(", \"messages\": %" PRIu64 ", \"cache_messages\": %" PRIu64 ", \"home_messages\": %" PRIu64
            ", \"mhr_entries\": %" PRIu64 ", \"pht_entries\": %" PRIu64 ", \"ratio\": %.4f"
-           ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 "}",
+           ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 ", \"pool\": %zu"
+           ", \"pool_failed\": %" PRIu64 "}",
            msgs, r->msgs[0], r->msgs[1], r->mhr, r->pht, row_ratio(r),
-           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup);
+           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup, r->cfg.pool_entries,
+           r->pool_failed);
     *first = 0;
 }
 
@@ -456,6 +461,9 @@ static void header(const struct job *j, const struct opts *o)
     if (o->warmup)
         printf("warm-up: messages before each rank's barrier %" PRIu64 " train the predictors but are not "
                "counted (Fig. 6-8 counts them)\n", o->warmup);
+    if (o->pool)
+        printf("pool: each predictor (a rank's side) has %zu shared PHT entries beyond each key's %d; a history "
+               "met when they are all taken is not learnt\n", o->pool, COSMOS_PHT_STATIC);
 }
 
 /* Every table of the thesis for one job. */
@@ -567,6 +575,8 @@ int main(int argc, char **argv)
             o.window = (size_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
         } else if (strcmp(a, "--warmup") == 0) {
             o.warmup = (uint64_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000000L);
+        } else if (strcmp(a, "--pool") == 0) {
+            o.pool = (size_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
         } else if (strcmp(a, "--sender-index") == 0) {
             o.sender_index = 1;
             single = 1;
