@@ -53,6 +53,10 @@ struct detail {
     uint64_t *win_hits, *win_msgs;
     size_t nwin, window;
     uint64_t last; /* the last iteration (messages after the last barrier) */
+    /* messages after the last barrier (the applications' final gather):
+     * shown in the last window, left out of the steady state and the time
+     * to adapt */
+    uint64_t tail_hits, tail_msgs;
 };
 
 struct opts {
@@ -233,6 +237,10 @@ static void detail_count(struct detail *det, const struct cosmos_rec *c, unsigne
         det->win_msgs[w]++;
         det->win_hits[w] += hit;
     }
+    if (iteration >= det->last) {
+        det->tail_msgs++;
+        det->tail_hits += (uint64_t)hit;
+    }
 }
 
 /* One rank through its two predictors. */
@@ -389,9 +397,22 @@ static void print_transitions(const struct detail *det)
     }
 }
 
+/* Window w's messages and hits without those after the last barrier. */
+static uint64_t win_msgs_in(const struct detail *det, size_t w)
+{
+    return det->win_msgs[w] - (w == det->nwin - 1 ? det->tail_msgs : 0);
+}
+
+static double win_pct_in(const struct detail *det, size_t w)
+{
+    return pct(det->win_hits[w] - (w == det->nwin - 1 ? det->tail_hits : 0), win_msgs_in(det, w));
+}
+
 /* Fig. 6-8: accuracy per window; the time to adapt is the first window from
  * which every window is within ADAPT_POINTS of the steady state, the
- * accuracy over the last half of the windows. */
+ * accuracy over the last half of the windows.  Both leave out the messages
+ * after the last barrier, which are no iteration (the applications gather
+ * their results there, once). */
 static void print_windows(const struct detail *det)
 {
     printf("%-16s %10s %7s\n", "iterations", "messages", "hits %");
@@ -406,11 +427,13 @@ static void print_windows(const struct detail *det)
             sm += det->win_msgs[w];
         }
     }
-    double steady = pct(sh, sm);
+    double steady = pct(sh - det->tail_hits, sm - det->tail_msgs);
     size_t adapt = det->nwin;
-    while (adapt > 0 && (!det->win_msgs[adapt - 1] ||
-                         pct(det->win_hits[adapt - 1], det->win_msgs[adapt - 1]) >= steady - ADAPT_POINTS))
+    while (adapt > 0 && (!win_msgs_in(det, adapt - 1) || win_pct_in(det, adapt - 1) >= steady - ADAPT_POINTS))
         adapt--;
+    if (det->tail_msgs)
+        printf("after the last barrier: %" PRIu64 " messages, %.1f %% hits (left out below)\n", det->tail_msgs,
+               pct(det->tail_hits, det->tail_msgs));
     printf("steady state %.1f %% (last half of the windows); time to adapt: %zu iterations "
            "(first window from which all are within %.0f points of it)\n",
            steady, adapt * det->window, ADAPT_POINTS);
