@@ -188,6 +188,12 @@ static void test_windows(void)
     CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
     expect_in(out, "\"overall\": 0.986250", "bounded pool");
     expect_in(out, "\"pool\": 1, \"pool_failed\": 0}", "bounded pool");
+
+    /* --until 10: as if the run had ended at each rank's 10th barrier:
+     * C 2 x (20 - 3) = 34 of 40, D 40 - 5 = 35 of 40, O 69/80. */
+    snprintf(args, sizeof args, "replay --depth 1 --until 10 --json %s", dir);
+    CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
+    expect_in(out, "\"cache\": 0.850000, \"home\": 0.875000, \"overall\": 0.862500, \"messages\": 80", "until");
 }
 
 /* A final gather is no iteration: one rank's home side hears a 2-cycle for
@@ -289,7 +295,7 @@ static void test_usage(void)
 {
     char *out, *err;
     const char *bad[] = {"", "replay", "replay --depth 5 x", "replay --filter 3 x", "replay --depth x",
-                         "replay --pool 0 x", "replay --bogus x", "frobnicate x"};
+                         "replay --pool 0 x", "replay --until 0 x", "replay --bogus x", "frobnicate x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(run(bad[i], &out, &err) == 2, "\"%s\" not refused as usage", bad[i]);
         expect_in(err, "usage: shoal-cosmos replay", bad[i]);
