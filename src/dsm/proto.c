@@ -197,14 +197,13 @@ static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uin
     size_t bytes = sizeof(struct dsm_region) + (tail ? ((size_t)size + 7) & ~(size_t)7 : size) + tail;
     bytes = (bytes + DSM_REGION_ALIGN - 1) & ~(size_t)(DSM_REGION_ALIGN - 1);
     struct dsm_region *r = aligned_alloc(DSM_REGION_ALIGN, bytes);
-    if (r)
-        memset(r, 0, bytes);
     if (!r) {
         char what[96];
         snprintf(what, sizeof what, "out of memory for a region of %u bytes", size);
         dsm_fail(node, NULL, what);
         return NULL;
     }
+    memset(r, 0, bytes);
     r->magic = DSM_REGION_MAGIC;
     r->rid = rid;
     r->size = size;

@@ -142,11 +142,12 @@ struct dsm_queued {
 #define DSM_REGION_MAGIC 0x43524c52u /* "CRLR": tells a region from a stray pointer */
 
 /* Metadata header, immediately before the region's data (§4.3.4), on a
- * cache line boundary.  The hit paths touch only the first line (magic,
- * state) and the second (read_cnt to calls).  The online predictor's state
- * for the region (SHOAL_COSMOS; dsm/observe.c) fills the rest of the first
- * line, which every message's handler reads anyway, so its update costs no
- * cold line (docs/COSMOS.md, "Online cost"). */
+ * cache line boundary.  The hit paths touch its first two lines: magic and
+ * state in the first, read_cnt to calls in the second.  The online
+ * predictor's state for the region (SHOAL_COSMOS; dsm/observe.c) fills the
+ * rest of the first line, which every message's handler reads anyway, so
+ * its update costs no cold line (docs/COSMOS.md, "The online predictor's
+ * cost"). */
 #define DSM_REGION_ALIGN 64
 struct dsm_region {
     struct cosmos_blk cosmos;
