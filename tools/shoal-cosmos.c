@@ -3,7 +3,7 @@
  * shapes (docs/COSMOS.md).
  *
  *   shoal-cosmos replay [--depth D] [--filter F] [--sender-index] [--window N] [--warmup N]
- *                       [--json] DIR...
+ *                       [--until N] [--pool N] [--json] DIR...
  *
  * Every rank's trace feeds two predictors of that rank, its home side and
  * its remote side; markers are not predicted, and a barrier marker advances
@@ -41,9 +41,9 @@ struct job {
 /* One configuration's results over a whole job. */
 struct row {
     struct cosmos_cfg cfg;
-    uint64_t warmup;
+    uint64_t warmup, until;
     uint64_t hits[SIDES], msgs[SIDES];
-    uint64_t mhr, pht;
+    uint64_t mhr, pht, pool_failed;
     size_t bytes;
 };
 
@@ -53,12 +53,18 @@ struct detail {
     uint64_t *win_hits, *win_msgs;
     size_t nwin, window;
     uint64_t last; /* the last iteration (messages after the last barrier) */
+    /* messages after the last barrier (the applications' final gather):
+     * shown in the last window, left out of the steady state and the time
+     * to adapt */
+    uint64_t tail_hits, tail_msgs;
 };
 
 struct opts {
     int depth, filter, sender_index, json;
     size_t window;   /* Fig. 6-8's window in barriers; 0: chosen from the job */
     uint64_t warmup; /* barriers before which messages train but are not counted */
+    uint64_t until;  /* barrier at which each rank's replay stops; 0: none */
+    size_t pool;     /* each predictor's shared PHT pool (cosmos_cfg.pool_entries); 0: unbounded */
 };
 
 static void die_usage(const char *why)
@@ -66,7 +72,7 @@ static void die_usage(const char *why)
     fprintf(stderr,
             "shoal-cosmos: %s\n"
             "usage: shoal-cosmos replay [--depth 1-4] [--filter 0-2] [--sender-index] [--window N] [--warmup N]\n"
-            "                           [--json] DIR...\n"
+            "                           [--until N] [--pool N] [--json] DIR...\n"
             "  without --depth/--filter/--sender-index: Tables 6.4-6.8 and Fig. 6-8 of the thesis;\n"
             "  with any of them: that one configuration (default depth 1, filter 0).\n",
             why);
@@ -232,6 +238,10 @@ static void detail_count(struct detail *det, const struct cosmos_rec *c, unsigne
         det->win_msgs[w]++;
         det->win_hits[w] += hit;
     }
+    if (iteration >= det->last) {
+        det->tail_msgs++;
+        det->tail_hits += (uint64_t)hit;
+    }
 }
 
 /* One rank through its two predictors. */
@@ -243,6 +253,8 @@ static void replay_rank(const struct rank_trace *t, struct cosmos_pred *p[SIDES]
         const struct cosmos_rec *c = &t->recs[i];
         if (c->role == COSMOS_ROLE_MARKER) {
             iteration += c->type == COSMOS_MARK_BARRIER;
+            if (row->until && iteration >= row->until)
+                return;
             continue;
         }
         /* The type before this message: asked before cosmos_observe adds it. */
@@ -269,11 +281,13 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
 {
     memset(row, 0, sizeof(*row));
     row->cfg = *cfg;
+    row->cfg.pool_entries = o->pool;
     row->warmup = o->warmup;
+    row->until = o->until;
     for (uint32_t r = 0; r < j->nranks; r++) {
         struct cosmos_pred *p[SIDES];
         for (int s = 0; s < SIDES; s++) {
-            if (cosmos_create(cfg, &p[s]) != 0) {
+            if (cosmos_create(&row->cfg, &p[s]) != 0) {
                 fprintf(stderr, "shoal-cosmos: cannot create a predictor\n");
                 exit(1);
             }
@@ -284,6 +298,7 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
             cosmos_counts(p[s], &c);
             row->mhr += c.blocks;
             row->pht += c.pht_entries;
+            row->pool_failed += c.pool_failed;
             row->bytes += cosmos_mem_bytes(p[s]);
             cosmos_destroy(p[s]);
         }
@@ -322,9 +337,11 @@ static void json_row(const struct job *j, const struct row *r, int *first)
     json_side("overall", r->hits[0] + r->hits[1], msgs);
     printf(", \"messages\": %" PRIu64 ", \"cache_messages\": %" PRIu64 ", \"home_messages\": %" PRIu64
            ", \"mhr_entries\": %" PRIu64 ", \"pht_entries\": %" PRIu64 ", \"ratio\": %.4f"
-           ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 "}",
+           ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 ", \"until\": %" PRIu64
+           ", \"pool\": %zu, \"pool_failed\": %" PRIu64 "}",
            msgs, r->msgs[0], r->msgs[1], r->mhr, r->pht, row_ratio(r),
-           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup);
+           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup, r->until,
+           r->cfg.pool_entries, r->pool_failed);
     *first = 0;
 }
 
@@ -384,9 +401,22 @@ static void print_transitions(const struct detail *det)
     }
 }
 
+/* Window w's messages and hits without those after the last barrier. */
+static uint64_t win_msgs_in(const struct detail *det, size_t w)
+{
+    return det->win_msgs[w] - (w == det->nwin - 1 ? det->tail_msgs : 0);
+}
+
+static double win_pct_in(const struct detail *det, size_t w)
+{
+    return pct(det->win_hits[w] - (w == det->nwin - 1 ? det->tail_hits : 0), win_msgs_in(det, w));
+}
+
 /* Fig. 6-8: accuracy per window; the time to adapt is the first window from
  * which every window is within ADAPT_POINTS of the steady state, the
- * accuracy over the last half of the windows. */
+ * accuracy over the last half of the windows.  Both leave out the messages
+ * after the last barrier, which are no iteration (the applications gather
+ * their results there, once). */
 static void print_windows(const struct detail *det)
 {
     printf("%-16s %10s %7s\n", "iterations", "messages", "hits %");
@@ -401,22 +431,26 @@ static void print_windows(const struct detail *det)
             sm += det->win_msgs[w];
         }
     }
-    double steady = pct(sh, sm);
+    double steady = pct(sh - det->tail_hits, sm - det->tail_msgs);
     size_t adapt = det->nwin;
-    while (adapt > 0 && (!det->win_msgs[adapt - 1] ||
-                         pct(det->win_hits[adapt - 1], det->win_msgs[adapt - 1]) >= steady - ADAPT_POINTS))
+    while (adapt > 0 && (!win_msgs_in(det, adapt - 1) || win_pct_in(det, adapt - 1) >= steady - ADAPT_POINTS))
         adapt--;
+    if (det->tail_msgs)
+        printf("after the last barrier: %" PRIu64 " messages, %.1f %% hits (left out below)\n", det->tail_msgs,
+               pct(det->tail_hits, det->tail_msgs));
     printf("steady state %.1f %% (last half of the windows); time to adapt: %zu iterations "
            "(first window from which all are within %.0f points of it)\n",
            steady, adapt * det->window, ADAPT_POINTS);
 }
 
-static void detail_init(struct detail *det, const struct job *j, size_t window)
+static void detail_init(struct detail *det, const struct job *j, const struct opts *o)
 {
     memset(det, 0, sizeof(*det));
-    det->window = window ? window : (size_t)(j->iterations / 20 + 1);
-    det->nwin = (size_t)(j->iterations / det->window + 1);
-    det->last = j->iterations;
+    /* with --until the replay ends at that barrier: no messages after it */
+    uint64_t iterations = o->until && o->until < j->iterations ? o->until - 1 : j->iterations;
+    det->window = o->window ? o->window : (size_t)(iterations / 20 + 1);
+    det->nwin = (size_t)(iterations / det->window + 1);
+    det->last = o->until && o->until <= j->iterations ? o->until : j->iterations;
     det->win_hits = xrealloc(NULL, det->nwin * sizeof(uint64_t));
     det->win_msgs = xrealloc(NULL, det->nwin * sizeof(uint64_t));
     memset(det->win_hits, 0, det->nwin * sizeof(uint64_t));
@@ -439,7 +473,7 @@ static void print_details(const struct job *j, const struct opts *o, const struc
 {
     struct detail det;
     struct row r;
-    detail_init(&det, j, o->window);
+    detail_init(&det, j, o);
     replay(j, o, cfg, &r, &det);
     printf("\nTable 6.6: transitions <previous type, type> at one side (%s; top %d by references)\n", what,
            TOP_TRANSITIONS);
@@ -456,6 +490,12 @@ static void header(const struct job *j, const struct opts *o)
     if (o->warmup)
         printf("warm-up: messages before each rank's barrier %" PRIu64 " train the predictors but are not "
                "counted (Fig. 6-8 counts them)\n", o->warmup);
+    if (o->until)
+        printf("until: each rank's replay stops at its barrier %" PRIu64 ", as if the run had ended there\n",
+               o->until);
+    if (o->pool)
+        printf("pool: each predictor (a rank's side) has %zu shared PHT entries beyond each key's %d; a history "
+               "met when they are all taken is not learnt\n", o->pool, COSMOS_PHT_STATIC);
 }
 
 /* Every table of the thesis for one job. */
@@ -567,6 +607,10 @@ int main(int argc, char **argv)
             o.window = (size_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
         } else if (strcmp(a, "--warmup") == 0) {
             o.warmup = (uint64_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000000L);
+        } else if (strcmp(a, "--until") == 0) {
+            o.until = (uint64_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
+        } else if (strcmp(a, "--pool") == 0) {
+            o.pool = (size_t)parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000000L);
         } else if (strcmp(a, "--sender-index") == 0) {
             o.sender_index = 1;
             single = 1;

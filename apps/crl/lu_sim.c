@@ -309,8 +309,25 @@ static void choose_grid(struct lu *lu, unsigned nranks)
     lu->my_col = lu->me % lu->pcol;
 }
 
-/* Creates and fills my blocks, starting the write operation each keeps
- * until it is final, then shares every block's rid. */
+/* Fills my blocks with input rep, starting the write operation each keeps
+ * until it is final (as tuned; --fine ends it at once). */
+static void fill_blocks(struct lu *lu, int rep)
+{
+    for (int bi = 0; bi < lu->nb; bi++)
+        for (int bj = 0; bj < lu->nb; bj++) {
+            if (!mine(lu, bi, bj))
+                continue;
+            double *a = block(lu, bi, bj);
+            rgn_start_write(a);
+            for (int i = 0; i < lu->bs; i++)
+                for (int j = 0; j < lu->bs; j++)
+                    a[i * lu->bs + j] = lu_input(lu->n, rep, bi * lu->bs + i, bj * lu->bs + j);
+            if (lu->fine)
+                rgn_end_write(a);
+        }
+}
+
+/* Creates my blocks, then shares every block's rid. */
 static void create_blocks(struct lu *lu)
 {
     size_t nblocks = (size_t)lu->nb * lu->nb;
@@ -319,16 +336,8 @@ static void create_blocks(struct lu *lu)
         for (int bj = 0; bj < lu->nb; bj++) {
             size_t b = (size_t)bi * lu->nb + bj;
             owner[b] = block_owner(lu, bi, bj);
-            if (owner[b] != lu->me)
-                continue;
-            lu->rids[b] = rgn_create((unsigned)(lu->bs * lu->bs * sizeof(double)));
-            double *a = block(lu, bi, bj);
-            rgn_start_write(a);
-            for (int i = 0; i < lu->bs; i++)
-                for (int j = 0; j < lu->bs; j++)
-                    a[i * lu->bs + j] = lu_input(lu->n, bi * lu->bs + i, bj * lu->bs + j);
-            if (lu->fine)
-                rgn_end_write(a);
+            if (owner[b] == lu->me)
+                lu->rids[b] = rgn_create((unsigned)(lu->bs * lu->bs * sizeof(double)));
         }
     app_share_rids(lu->rids, owner, nblocks);
     for (int bi = 0; bi < lu->nb; bi++) /* map misses stay out of the timed part */
@@ -349,10 +358,10 @@ static void gather(struct lu *lu, double *out)
         }
 }
 
-struct app_time SIM_ENTRY(lu_factor)(int n, int bs, int fine, double *out)
+struct app_time SIM_ENTRY(lu_factor)(const struct lu_job *job)
 {
-    struct lu lu = {.n = n, .bs = bs, .nb = n / bs, .me = crl_self_addr(), .fine = fine,
-                    .poll = app_poll_init(POLL_EVERY_BLOCKS)};
+    struct lu lu = {.n = job->n, .bs = job->bs, .nb = job->n / job->bs, .me = crl_self_addr(),
+                    .fine = job->fine, .poll = app_poll_init(POLL_EVERY_BLOCKS)};
     size_t nblocks = (size_t)lu.nb * lu.nb;
     lu.rids = app_alloc(nblocks * sizeof *lu.rids);
     lu.blocks = app_alloc(nblocks * sizeof *lu.blocks);
@@ -360,16 +369,23 @@ struct app_time SIM_ENTRY(lu_factor)(int n, int bs, int fine, double *out)
     lu.column = app_alloc((size_t)lu.nb * sizeof *lu.column);
     choose_grid(&lu, crl_num_nodes());
     create_blocks(&lu);
-    rgn_barrier();
-    struct app_time start = app_clock(), elapsed = {0, 0};
-    for (int k = fine ? 0 : -1; k < lu.nb - (fine ? 0 : 1); k++)
-        fine ? fine_step(&lu, k) : step(&lu, k);
-    rgn_barrier();
-    app_add_since(&elapsed, start);
-    if (out)
-        gather(&lu, out);
-    rgn_barrier(); /* nobody uses a block any more: unmap, and delete mine */
-    for (size_t b = 0; b < nblocks; b++) {
+    struct app_time elapsed = {0, 0};
+    for (int rep = job->first; rep < job->first + job->count; rep++) {
+        fill_blocks(&lu, rep);
+        rgn_barrier();
+        struct app_time start = app_clock();
+        for (int k = lu.fine ? 0 : -1; k < lu.nb - (lu.fine ? 0 : 1); k++)
+            lu.fine ? fine_step(&lu, k) : step(&lu, k);
+        rgn_barrier();
+        app_add_since(&elapsed, start);
+        if (job->out) {
+            gather(&lu, job->out);
+            if (job->each)
+                job->each(job, rep);
+        }
+        rgn_barrier(); /* the gather's reads are over before the next input is written */
+    }
+    for (size_t b = 0; b < nblocks; b++) { /* nobody uses a block any more: unmap, and delete mine */
         rgn_unmap(lu.blocks[b]);
         if (mine(&lu, (int)(b / (size_t)lu.nb), (int)(b % (size_t)lu.nb)))
             rgn_delete(lu.rids[b]);

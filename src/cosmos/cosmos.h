@@ -43,8 +43,12 @@
  * predict and update.
  *
  * Cost: open-addressing hash tables that grow by doubling, so the steady
- * state allocates nothing per message.  Not thread-safe: one predictor per
- * side per rank, used by one thread. */
+ * state allocates nothing per message.  In-line, what a message costs is
+ * the cache lines it misses, so a caller with a structure per block of its
+ * own (dsm's regions) may embed the key's state there (struct cosmos_blk,
+ * the _blk calls): the update then touches the caller's line and no table
+ * line unless the key has more than COSMOS_PHT_STATIC histories.  Not
+ * thread-safe: one predictor per side per rank, used by one thread. */
 #ifndef SHOAL_COSMOS_H
 #define SHOAL_COSMOS_H
 
@@ -72,6 +76,25 @@ struct cosmos_cfg {
 
 struct cosmos_pred; /* one predictor: one side (home or remote) of one rank */
 
+/* One key's state: its MHR and its COSMOS_PHT_STATIC inline PHT entries
+ * (more are in the shared pool, found by id).  The predictor's table holds
+ * one per key; a caller may embed one per block and pass it to the _blk
+ * calls.  An embedded state starts zeroed, "not loaded": its first use
+ * loads the block's state from the table, where cosmos_blk_park left it
+ * when the caller's structure went away, or starts the block.  While a
+ * block's state is embedded the caller must not offer that block to the
+ * table calls (cosmos_observe, cosmos_predict, cosmos_last).  The fields
+ * are the predictor's. */
+struct cosmos_blk {
+    uint64_t hist;                        /* last `depth` tuples, newest in the low 16 bits */
+    uint64_t st_hist[COSMOS_PHT_STATIC];  /* inline PHT entries: their histories */
+    uint16_t st_pred[COSMOS_PHT_STATIC];  /* and predicted tuples */
+    uint32_t id;                          /* stable, names the pool's entries; 0: not loaded */
+    uint8_t meta;                         /* references (saturating at depth), entries in use, pool */
+    uint8_t ctrs;                         /* the inline entries' filter counters, 2 bits each */
+    uint16_t sender;                      /* in the table: the key's sender (sender_index), else any */
+};
+
 /* SHOAL_EINVAL for a depth or filter out of range, SHOAL_ENOMEM. */
 int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **p);
 void cosmos_destroy(struct cosmos_pred *p);
@@ -95,6 +118,19 @@ int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsi
 int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
                 uint32_t *last_sender, unsigned *last_type);
 
+/* cosmos_observe and cosmos_predict on a block whose state b the caller
+ * embeds.  With sender_index the key is per sender and b is not used: these
+ * are cosmos_observe and cosmos_predict. */
+int cosmos_observe_blk(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t sender,
+                       unsigned type);
+int cosmos_predict_blk(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t *sender,
+                       unsigned *type);
+/* The caller's structure holding block's state b goes away: the state moves
+ * into the table (b is zeroed), where the table calls and a later embedded
+ * state's first use find it.  SHOAL_ENOMEM if the table could not grow:
+ * the block's history is lost and starts again. */
+int cosmos_blk_park(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block);
+
 struct cosmos_counts {
     uint64_t hits, misses, none; /* outcomes of cosmos_observe */
     uint64_t blocks;             /* MHR entries: keys referenced at least once */
@@ -104,7 +140,8 @@ struct cosmos_counts {
 };
 void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c);
 
-/* Bytes the predictor's tables occupy now (allocated, not just used). */
+/* Bytes the predictor's tables occupy now (allocated, not just used), and
+ * the loaded embedded states. */
 size_t cosmos_mem_bytes(const struct cosmos_pred *p);
 
 /* The thesis's Table 6.7 overhead per 128-byte block, in percent, of a

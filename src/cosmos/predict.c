@@ -5,7 +5,11 @@
  * half load, so a message in the steady state costs two or three probes and
  * no allocation.  An MHR with its inline entries is one 64-byte cache line,
  * aligned: in-line, between two messages the application evicts the
- * tables, and what a message costs is the lines it misses (one for most). */
+ * tables, and what a message costs is the lines it misses (one for most).
+ * Hence the embedded states (struct cosmos_blk in the caller's per-block
+ * structure, on a line it touches anyway): the same state, kept in the
+ * caller's memory while the caller's structure lives and parked in the
+ * table when it goes, so a key's history is the same either way. */
 #include "cosmos/cosmos.h"
 
 #include <stdlib.h>
@@ -25,22 +29,17 @@ struct cosmos_pent {
     uint8_t ctr;   /* filter counter, 0..filter */
 };
 
-/* meta: references seen, saturating at depth (bits 0-2); inline PHT
- * entries in use (bits 3-5); some of the MHR's entries are in the pool
+/* cosmos_blk.meta: references seen, saturating at depth (bits 0-2); inline
+ * PHT entries in use (bits 3-5); some of the key's entries are in the pool
  * (bit 6). */
 #define MHR_REFS(m) ((unsigned)(m)->meta & 7u)
 #define MHR_NSTATIC(m) (((unsigned)(m)->meta >> 3) & 7u)
 #define MHR_POOL 0x40u
 
+/* A slot of the MHR table: a key's state and its block. */
 struct cosmos_mhr {
     uint64_t block;
-    uint64_t hist;   /* last `depth` tuples, newest in the low 16 bits */
-    uint32_t id;     /* stable across table growth; 0 marks a free slot */
-    uint16_t sender; /* key: the sender with sender_index, else COSMOS_KEY_ANY */
-    uint8_t meta;
-    uint8_t ctrs;    /* the inline entries' filter counters, 2 bits each */
-    uint64_t st_hist[COSMOS_PHT_STATIC]; /* inline PHT entries: their histories */
-    uint16_t st_pred[COSMOS_PHT_STATIC]; /* and predicted tuples */
+    struct cosmos_blk b; /* b.id 0 marks a free slot */
 };
 _Static_assert(sizeof(struct cosmos_mhr) == COSMOS_LINE, "an MHR is one cache line");
 _Static_assert(COSMOS_PHT_STATIC <= 4 && COSMOS_DEPTH_MAX <= 7 && COSMOS_FILTER_MAX <= 3,
@@ -57,7 +56,8 @@ struct cosmos_pred {
     struct cosmos_cfg cfg;
     uint64_t hist_mask;
     struct cosmos_mhr *mhr; /* mhr_cap slots, a power of two */
-    size_t mhr_cap;
+    size_t mhr_cap, mhr_used;
+    size_t loaded; /* embedded states loaded (struct cosmos_blk in the caller's memory) */
     struct cosmos_pent *pool; /* pool_cap slots, a power of two */
     size_t pool_cap;
     uint32_t next_id;
@@ -141,9 +141,9 @@ static struct cosmos_mhr *cosmos_mhr_find(const struct cosmos_pred *p, uint64_t 
     size_t mask = p->mhr_cap - 1;
     for (size_t i = cosmos_mhr_slot(block, sender, p->mhr_cap);; i = (i + 1) & mask) {
         struct cosmos_mhr *m = &p->mhr[i];
-        if (!m->id)
+        if (!m->b.id)
             return NULL;
-        if (m->block == block && m->sender == sender)
+        if (m->block == block && m->b.sender == sender)
             return m;
     }
 }
@@ -153,7 +153,7 @@ static struct cosmos_mhr *cosmos_mhr_free_slot(struct cosmos_mhr *t, size_t cap,
                                                uint64_t block, uint32_t sender)
 {
     size_t i = cosmos_mhr_slot(block, sender, cap);
-    while (t[i].id)
+    while (t[i].b.id)
         i = (i + 1) & (cap - 1);
     return &t[i];
 }
@@ -165,26 +165,42 @@ static int cosmos_mhr_grow(struct cosmos_pred *p)
     if (!t)
         return SHOAL_ENOMEM;
     for (size_t i = 0; i < p->mhr_cap; i++)
-        if (p->mhr[i].id)
-            *cosmos_mhr_free_slot(t, cap, p->mhr[i].block, p->mhr[i].sender) = p->mhr[i];
+        if (p->mhr[i].b.id)
+            *cosmos_mhr_free_slot(t, cap, p->mhr[i].block, p->mhr[i].b.sender) = p->mhr[i];
     free(p->mhr);
     p->mhr = t;
     p->mhr_cap = cap;
     return 0;
 }
 
-static struct cosmos_mhr *cosmos_mhr_get(struct cosmos_pred *p, uint64_t block, uint32_t sender)
+/* The key's table slot, a new one if it has none (its state zeroed, b.id
+ * 0: the caller fills it); NULL if the table could not grow. */
+static struct cosmos_mhr *cosmos_mhr_slot_for(struct cosmos_pred *p, uint64_t block, uint32_t sender)
 {
     struct cosmos_mhr *m = cosmos_mhr_find(p, block, sender);
     if (m)
         return m;
-    if (2 * (p->c.blocks + 1) > p->mhr_cap && cosmos_mhr_grow(p) != 0)
+    if (2 * (p->mhr_used + 1) > p->mhr_cap && cosmos_mhr_grow(p) != 0)
         return NULL;
     m = cosmos_mhr_free_slot(p->mhr, p->mhr_cap, block, sender);
     m->block = block;
-    m->sender = (uint16_t)sender;
-    m->id = p->next_id++;
+    m->b.sender = (uint16_t)sender;
+    p->mhr_used++;
+    return m;
+}
+
+/* A key referenced for the first time. */
+static void cosmos_blk_start(struct cosmos_pred *p, struct cosmos_blk *b)
+{
+    b->id = p->next_id++;
     p->c.blocks++;
+}
+
+static struct cosmos_mhr *cosmos_mhr_get(struct cosmos_pred *p, uint64_t block, uint32_t sender)
+{
+    struct cosmos_mhr *m = cosmos_mhr_slot_for(p, block, sender);
+    if (m && !m->b.id)
+        cosmos_blk_start(p, &m->b);
     return m;
 }
 
@@ -226,7 +242,7 @@ static int cosmos_pool_grow(struct cosmos_pred *p)
 }
 
 /* The PHT entry at the MHR's current history: 1 with *r set, 0 if none. */
-static int cosmos_pht_find(const struct cosmos_pred *p, struct cosmos_mhr *m, struct cosmos_ref *r)
+static int cosmos_pht_find(const struct cosmos_pred *p, struct cosmos_blk *m, struct cosmos_ref *r)
 {
     for (unsigned i = 0; i < MHR_NSTATIC(m); i++)
         if (m->st_hist[i] == m->hist) {
@@ -241,7 +257,7 @@ static int cosmos_pht_find(const struct cosmos_pred *p, struct cosmos_mhr *m, st
 
 /* A new PHT entry predicting `tuple` after the MHR's current history: inline
  * while the MHR has room, else from the pool; none when the pool is full. */
-static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
+static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_blk *m, uint16_t tuple)
 {
     unsigned n = MHR_NSTATIC(m);
     if (n < COSMOS_PHT_STATIC) {
@@ -266,7 +282,7 @@ static int cosmos_pht_add(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t 
 }
 
 /* Predict-then-update at the MHR's (full) history. */
-static int cosmos_pht_learn(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_t tuple)
+static int cosmos_pht_learn(struct cosmos_pred *p, struct cosmos_blk *m, uint16_t tuple)
 {
     struct cosmos_ref r;
     if (!cosmos_pht_find(p, m, &r)) {
@@ -285,12 +301,16 @@ static int cosmos_pht_learn(struct cosmos_pred *p, struct cosmos_mhr *m, uint16_
     return out;
 }
 
-int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsigned type)
+static int cosmos_tuple(uint32_t sender, unsigned type)
 {
     if (sender > COSMOS_SENDER_MAX || type == 0 || type > COSMOS_TYPE_MAX)
         return SHOAL_EINVAL;
-    uint16_t tuple = (uint16_t)(sender << 4 | type);
-    struct cosmos_mhr *m = cosmos_mhr_get(p, block, p->cfg.sender_index ? sender : COSMOS_KEY_ANY);
+    return (int)(sender << 4 | type);
+}
+
+/* Predict-then-update of one key's state m (NULL: it could not be made). */
+static int cosmos_step(struct cosmos_pred *p, struct cosmos_blk *m, uint16_t tuple)
+{
     if (!m) {
         p->c.none++;
         return SHOAL_ENOMEM;
@@ -310,6 +330,67 @@ int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsig
     return out;
 }
 
+int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsigned type)
+{
+    int tuple = cosmos_tuple(sender, type);
+    if (tuple < 0)
+        return tuple;
+    struct cosmos_mhr *m = cosmos_mhr_get(p, block, p->cfg.sender_index ? sender : COSMOS_KEY_ANY);
+    return cosmos_step(p, m ? &m->b : NULL, (uint16_t)tuple);
+}
+
+/* An embedded state's first use: the block's state parked in the table, or
+ * a new one.  An empty table is not probed: its line is as cold as any when
+ * blocks come for the first time one after another (LU). */
+static void cosmos_blk_load(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block)
+{
+    const struct cosmos_mhr *m = p->mhr_used ? cosmos_mhr_find(p, block, COSMOS_KEY_ANY) : NULL;
+    if (m)
+        *b = m->b;
+    else
+        cosmos_blk_start(p, b);
+    p->loaded++;
+}
+
+int cosmos_observe_blk(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t sender,
+                       unsigned type)
+{
+    if (p->cfg.sender_index)
+        return cosmos_observe(p, block, sender, type);
+    int tuple = cosmos_tuple(sender, type);
+    if (tuple < 0)
+        return tuple;
+    if (__builtin_expect(!b->id, 0))
+        cosmos_blk_load(p, b, block);
+    return cosmos_step(p, b, (uint16_t)tuple);
+}
+
+int cosmos_blk_park(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block)
+{
+    if (!b->id)
+        return 0;
+    struct cosmos_mhr *m = cosmos_mhr_slot_for(p, block, COSMOS_KEY_ANY);
+    if (m) {
+        m->b = *b;
+        m->b.sender = COSMOS_KEY_ANY;
+    }
+    *b = (struct cosmos_blk){0};
+    p->loaded--;
+    return m ? 0 : SHOAL_ENOMEM;
+}
+
+/* The prediction at key state m's history. */
+static int cosmos_predict_at(const struct cosmos_pred *p, struct cosmos_blk *m, uint32_t *sender,
+                             unsigned *type)
+{
+    struct cosmos_ref r;
+    if (!m || MHR_REFS(m) < p->cfg.depth || !cosmos_pht_find(p, m, &r))
+        return 0;
+    *sender = *r.pred >> 4u;
+    *type = *r.pred & 0xfu;
+    return 1;
+}
+
 int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsigned *type)
 {
     uint32_t key = COSMOS_KEY_ANY;
@@ -319,12 +400,15 @@ int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsi
         key = *sender;
     }
     struct cosmos_mhr *m = cosmos_mhr_find(p, block, key);
-    struct cosmos_ref r;
-    if (!m || MHR_REFS(m) < p->cfg.depth || !cosmos_pht_find(p, m, &r))
-        return 0;
-    *sender = *r.pred >> 4u;
-    *type = *r.pred & 0xfu;
-    return 1;
+    return cosmos_predict_at(p, m ? &m->b : NULL, sender, type);
+}
+
+int cosmos_predict_blk(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t *sender,
+                       unsigned *type)
+{
+    if (p->cfg.sender_index || !b->id)
+        return cosmos_predict(p, block, sender, type);
+    return cosmos_predict_at(p, b, sender, type);
 }
 
 int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
@@ -336,8 +420,8 @@ int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
         cosmos_mhr_find(p, block, p->cfg.sender_index ? sender : COSMOS_KEY_ANY);
     if (!m)
         return 0;
-    *last_sender = (m->hist & 0xffff) >> 4;
-    *last_type = m->hist & 0xf;
+    *last_sender = (m->b.hist & 0xffff) >> 4;
+    *last_type = m->b.hist & 0xf;
     return 1;
 }
 
@@ -348,5 +432,6 @@ void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c)
 
 size_t cosmos_mem_bytes(const struct cosmos_pred *p)
 {
-    return sizeof(*p) + p->mhr_cap * sizeof(*p->mhr) + p->pool_cap * sizeof(*p->pool);
+    return sizeof(*p) + p->mhr_cap * sizeof(*p->mhr) + p->pool_cap * sizeof(*p->pool) +
+           p->loaded * sizeof(struct cosmos_blk);
 }

@@ -64,13 +64,18 @@ static unsigned cause_of(const struct dsm_region *r, const struct dsm_msg *m, in
     }
 }
 
-void dsm_observe_msg(struct dsm_node *node, const struct dsm_region *r, const struct dsm_msg *m)
+static int is_home(const struct dsm_node *node, dsm_rid_t rid)
+{
+    return DSM_RID_HOME(rid) == node->rank;
+}
+
+void dsm_observe_msg(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     struct dsm_observer *o = node->observer;
     unsigned type = dsm_cosmos_type(m->type);
     if (!type)
         return;
-    int home = DSM_RID_HOME(m->rid) == node->rank;
+    int home = is_home(node, m->rid);
     struct cosmos_rec rec = {
         .block = m->rid,
         .sender = m->src,
@@ -80,7 +85,14 @@ void dsm_observe_msg(struct dsm_node *node, const struct dsm_region *r, const st
         .cause = (uint8_t)cause_of(r, m, home),
         .seq = o->seq++,
     };
-    o->fn(o->ctx, &rec);
+    o->fn(o->ctx, &rec, r ? &r->cosmos : NULL);
+}
+
+void dsm_observe_leave_slow(struct dsm_node *node, struct dsm_region *r)
+{
+    struct dsm_observer *o = node->observer;
+    if (o->leave)
+        o->leave(o->ctx, r, is_home(node, r->rid));
 }
 
 void dsm_observe_mark_slow(struct dsm_node *node, unsigned kind)
@@ -90,10 +102,17 @@ void dsm_observe_mark_slow(struct dsm_node *node, unsigned kind)
         .block = 0, .sender = node->rank, .role = COSMOS_ROLE_MARKER, .type = (uint8_t)kind,
         .seq = o->marks++,
     };
-    o->fn(o->ctx, &rec);
+    o->fn(o->ctx, &rec, NULL);
 }
 
 /* ---- the glue's sink: trace file and online predictor ------------------------ */
+
+/* With timing, 1 message in DSM_COSMOS_TIME_EVERY is timed: timing every one
+ * added two clock reads to each message, more than the predictor costs.
+ * The median is reported besides the mean: on a loaded machine a rank
+ * descheduled inside one timed call adds its whole time slice to the mean. */
+#define DSM_COSMOS_TIME_EVERY 16
+#define DSM_COSMOS_HIST_NS 1024
 
 struct dsm_cosmos {
     struct dsm_observer obs; /* first: node->observer points here */
@@ -102,13 +121,23 @@ struct dsm_cosmos {
     struct cosmos_cfg pred_cfg;
     int timing;
     uint64_t ns, timed, clock_ns; /* time in the timed cosmos_observe calls, how many; a clock read pair's own cost */
+    uint32_t ns_hist[DSM_COSMOS_HIST_NS]; /* the timed calls by ns, the last bucket the slower: their median */
 };
 
-/* With timing, 1 message in DSM_COSMOS_TIME_EVERY is timed: timing every one
- * added two clock reads to each message, more than the predictor costs. */
-#define DSM_COSMOS_TIME_EVERY 16
 
-static void cosmos_sink(void *ctx, const struct cosmos_rec *rec)
+/* One message into a side's predictor: into the region's own state while
+ * the region is in the table (blk), else into the table, where that state
+ * was parked when the region left. */
+static void pred_observe(struct cosmos_pred *p, struct cosmos_blk *blk, uint64_t block, uint32_t sender,
+                         unsigned type)
+{
+    if (blk)
+        cosmos_observe_blk(p, blk, block, sender, type);
+    else
+        cosmos_observe(p, block, sender, type);
+}
+
+static void cosmos_sink(void *ctx, const struct cosmos_rec *rec, struct cosmos_blk *blk)
 {
     struct dsm_cosmos *c = ctx;
     if (c->trace)
@@ -116,13 +145,24 @@ static void cosmos_sink(void *ctx, const struct cosmos_rec *rec)
     if (!c->pred[0] || rec->role == COSMOS_ROLE_MARKER)
         return;
     if (!c->timing || rec->seq % DSM_COSMOS_TIME_EVERY) {
-        cosmos_observe(c->pred[rec->role], rec->block, rec->sender, rec->type);
+        pred_observe(c->pred[rec->role], blk, rec->block, rec->sender, rec->type);
         return;
     }
     uint64_t t0 = util_now_ns();
-    cosmos_observe(c->pred[rec->role], rec->block, rec->sender, rec->type);
-    c->ns += util_now_ns() - t0;
+    pred_observe(c->pred[rec->role], blk, rec->block, rec->sender, rec->type);
+    uint64_t d = util_now_ns() - t0;
+    c->ns += d;
+    c->ns_hist[d < DSM_COSMOS_HIST_NS ? d : DSM_COSMOS_HIST_NS - 1]++;
     c->timed++;
+}
+
+/* A region leaves: its predictor state moves to the table.  A table that
+ * cannot grow loses the block's history, which then starts again. */
+static void cosmos_leave(void *ctx, struct dsm_region *r, int home)
+{
+    struct dsm_cosmos *c = ctx;
+    if (c->pred[0])
+        (void)cosmos_blk_park(c->pred[home ? COSMOS_ROLE_HOME : COSMOS_ROLE_REMOTE], &r->cosmos, r->rid);
 }
 
 /* The least of many back-to-back clock read pairs: what the timing adds to
@@ -149,7 +189,7 @@ int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg)
     struct dsm_cosmos *c = calloc(1, sizeof *c);
     if (!c)
         return SHOAL_ENOMEM;
-    *c = (struct dsm_cosmos){.obs = {.fn = cosmos_sink, .ctx = c}, .pred_cfg = cfg->pred, .timing = cfg->timing};
+    *c = (struct dsm_cosmos){.obs = {.fn = cosmos_sink, .leave = cosmos_leave, .ctx = c}, .pred_cfg = cfg->pred, .timing = cfg->timing};
     int rc = SHOAL_OK;
     for (int side = 0; cfg->predict && side < 2 && rc == SHOAL_OK; side++)
         rc = cosmos_create(&cfg->pred, &c->pred[side]);
@@ -163,6 +203,16 @@ int dsm_cosmos_start(struct dsm_node *node, const struct dsm_cosmos_cfg *cfg)
         c->clock_ns = clock_pair_ns();
     node->observer = &c->obs;
     return SHOAL_OK;
+}
+
+/* The median timed call, the clock pair's cost taken off. */
+static double median_ns(const struct dsm_cosmos *c)
+{
+    uint64_t seen = 0;
+    unsigned d = 0;
+    while (d < DSM_COSMOS_HIST_NS - 1 && 2 * (seen + c->ns_hist[d]) < c->timed)
+        seen += c->ns_hist[d++];
+    return d > c->clock_ns ? (double)(d - c->clock_ns) : 0.0;
 }
 
 int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap)
@@ -189,9 +239,9 @@ int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap)
     double per = c->timed ? (double)c->ns / (double)c->timed - (double)c->clock_ns : 0.0;
     size_t used = n < 0 ? 0 : (size_t)n;
     n = snprintf(buf + (used < cap ? used : cap), used < cap ? cap - used : 0,
-                 "  cosmos: %.1f ns per message in the predictor (%llu messages timed, a clock read pair's %llu ns "
-                 "taken off), %zu bytes of tables\n",
-                 per > 0 ? per : 0.0, (unsigned long long)c->timed, (unsigned long long)c->clock_ns,
+                 "  cosmos: %.1f ns per message in the predictor (mean of %llu messages timed; median %.0f ns; a "
+                 "clock read pair's %llu ns taken off), %zu bytes of tables\n",
+                 per > 0 ? per : 0.0, (unsigned long long)c->timed, median_ns(c), (unsigned long long)c->clock_ns,
                  cosmos_mem_bytes(c->pred[0]) + cosmos_mem_bytes(c->pred[1]));
     return (int)used + (n < 0 ? 0 : n);
 }
@@ -215,15 +265,26 @@ static struct cosmos_pred *side_pred(const struct dsm_node *node, int home)
     return c && c->obs.fn == cosmos_sink ? c->pred[home ? COSMOS_ROLE_HOME : COSMOS_ROLE_REMOTE] : NULL;
 }
 
+/* rid's predictor state in its region at this side, NULL when the region
+ * is absent (its state is in the table). */
+static struct cosmos_blk *blk_of(const struct dsm_node *node, dsm_rid_t rid, int home)
+{
+    struct dsm_region *r = !home == !is_home(node, rid) ? dsm_lookup(node, rid) : NULL;
+    return r ? &r->cosmos : NULL;
+}
+
 int dsm_cosmos_predict(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type)
 {
     struct cosmos_pred *p = side_pred(node, home);
-    return p ? cosmos_predict(p, rid, sender, type) : 0;
+    if (!p)
+        return 0;
+    struct cosmos_blk *blk = blk_of(node, rid, home);
+    return blk ? cosmos_predict_blk(p, blk, rid, sender, type) : cosmos_predict(p, rid, sender, type);
 }
 
 void dsm_cosmos_assume(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type)
 {
     struct cosmos_pred *p = side_pred(node, home);
     if (p)
-        cosmos_observe(p, rid, sender, type);
+        pred_observe(p, blk_of(node, rid, home), rid, sender, type);
 }

@@ -14,10 +14,15 @@
 
 #include <stddef.h>
 
-typedef void (*dsm_observe_fn)(void *ctx, const struct cosmos_rec *rec);
+/* blk: the region's predictor state (NULL for markers and for messages
+ * whose region is absent here). */
+typedef void (*dsm_observe_fn)(void *ctx, const struct cosmos_rec *rec, struct cosmos_blk *blk);
+/* Region r leaves this rank's table (its state must be kept elsewhere). */
+typedef void (*dsm_leave_fn)(void *ctx, struct dsm_region *r, int home);
 
 struct dsm_observer {
     dsm_observe_fn fn;
+    dsm_leave_fn leave; /* may be NULL */
     void *ctx;
     uint64_t seq;   /* coherence messages received so far */
     uint64_t marks; /* markers written so far */
@@ -28,7 +33,15 @@ struct dsm_observer {
 unsigned dsm_cosmos_type(enum dsm_msg_type t);
 
 /* From dsm_deliver: m arrived for region r (NULL when absent here). */
-void dsm_observe_msg(struct dsm_node *node, const struct dsm_region *r, const struct dsm_msg *m);
+void dsm_observe_msg(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m);
+
+/* From dsm_table_remove: r leaves the table, with its predictor state. */
+void dsm_observe_leave_slow(struct dsm_node *node, struct dsm_region *r);
+static inline void dsm_observe_leave(struct dsm_node *node, struct dsm_region *r)
+{
+    if (__builtin_expect(node->observer != NULL, 0))
+        dsm_observe_leave_slow(node, r);
+}
 
 /* A marker record (enum cosmos_marker) at this point of the rank's stream. */
 void dsm_observe_mark_slow(struct dsm_node *node, unsigned kind);

@@ -145,6 +145,7 @@ void dsm_table_insert(struct dsm_node *node, struct dsm_region *r)
 
 void dsm_table_remove(struct dsm_node *node, struct dsm_region *r)
 {
+    dsm_observe_leave(node, r);
     struct dsm_region **p = &node->buckets[bucket_of(r->rid)];
     while (*p != r)
         p = &(*p)->hash_next;
@@ -191,16 +192,18 @@ static uint64_t *holders_of(struct dsm_region *r)
 /* `tail`: bytes after the data (the home's holder set). */
 static struct dsm_region *region_alloc(struct dsm_node *node, dsm_rid_t rid, uint32_t size, size_t tail)
 {
-    /* packed as densely as malloc packs (16-byte aligned data), like the
-     * null build's regions, so both builds lay data out alike */
+    /* on a line: the header's first line holds the predictor's state and
+     * the protocol's (proto.h) */
     size_t bytes = sizeof(struct dsm_region) + (tail ? ((size_t)size + 7) & ~(size_t)7 : size) + tail;
-    struct dsm_region *r = calloc(1, bytes);
+    bytes = (bytes + DSM_REGION_ALIGN - 1) & ~(size_t)(DSM_REGION_ALIGN - 1);
+    struct dsm_region *r = aligned_alloc(DSM_REGION_ALIGN, bytes);
     if (!r) {
         char what[96];
         snprintf(what, sizeof what, "out of memory for a region of %u bytes", size);
         dsm_fail(node, NULL, what);
         return NULL;
     }
+    memset(r, 0, bytes);
     r->magic = DSM_REGION_MAGIC;
     r->rid = rid;
     r->size = size;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cosmos/cosmos.h"
+
 typedef uint64_t dsm_rid_t;
 
 #define DSM_RID(home, seq) (((dsm_rid_t)(home) << 32) | (uint32_t)(seq))
@@ -139,9 +141,16 @@ struct dsm_queued {
 
 #define DSM_REGION_MAGIC 0x43524c52u /* "CRLR": tells a region from a stray pointer */
 
-/* Metadata header, immediately before the region's data (§4.3.4).  The hit
- * paths touch only the first line. */
+/* Metadata header, immediately before the region's data (§4.3.4), on a
+ * cache line boundary.  The hit paths touch its first two lines: magic and
+ * state in the first, read_cnt to calls in the second.  The online
+ * predictor's state for the region (SHOAL_COSMOS; dsm/observe.c) fills the
+ * rest of the first line, which every message's handler reads anyway, so
+ * its update costs no cold line (docs/COSMOS.md, "The online predictor's
+ * cost"). */
+#define DSM_REGION_ALIGN 64
 struct dsm_region {
+    struct cosmos_blk cosmos;
     uint32_t magic;
     uint8_t state;    /* enum dsm_state */
     uint8_t rcvd_inv; /* remote: an invalidation waits for the operation's end */
@@ -170,6 +179,9 @@ struct dsm_region {
      * MsgRgnInfoAck: who may hold a copy (D10). */
     _Alignas(16) unsigned char data[];
 };
+
+_Static_assert(offsetof(struct dsm_region, cont) < DSM_REGION_ALIGN,
+               "the predictor's state and the protocol's state share the header's first line");
 
 static inline struct dsm_region *dsm_region_of(void *data)
 {

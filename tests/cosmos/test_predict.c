@@ -356,6 +356,60 @@ static void test_random(void)
     }
 }
 
+/* Embedded states (struct cosmos_blk, as dsm keeps one per region) give
+ * the outcome and prediction the table gives, message by message, while
+ * blocks come and go (parked in the table and loaded again, as regions
+ * leave and return) and the bounded pool fills: a stream on 8 blocks, a
+ * cycle with random tuples mixed in, into a table-only predictor and an embedded one at every depth, filter,
+ * pool and variant. */
+static void test_embedded(void)
+{
+    enum { NBLK = 8, NMSG = 20000 };
+    for (unsigned d = 1; d <= COSMOS_DEPTH_MAX; d++) {
+        for (unsigned cfg = 0; cfg < 4; cfg++) {
+            int si = cfg == 3;
+            size_t pool = cfg == 1 ? 16 : 0;
+            struct cosmos_pred *t = make(d, cfg % 3, si, pool), *e = make(d, cfg % 3, si, pool);
+            struct cosmos_blk st[NBLK] = {{0}};
+            int present[NBLK] = {0};
+            unsigned pos[NBLK] = {0};
+            uint64_t seed = 77 + d * 4 + cfg;
+            for (int i = 0; i < NMSG; i++) {
+                uint32_t r = lcg(&seed);
+                unsigned b = r % NBLK, sender = (r >> 3) % 4, type = 1 + (r >> 5) % 6;
+                if ((r >> 11) % 4) { /* mostly a cycle of 12, so that deep histories hit */
+                    sender = pos[b] % 4;
+                    type = 1 + pos[b]++ % 6;
+                }
+                if ((r >> 8) % 8 == 0) {
+                    if (present[b])
+                        CHECK(cosmos_blk_park(e, &st[b], b) == 0, "park block %u", b);
+                    present[b] = !present[b];
+                }
+                int want = cosmos_observe(t, b, sender, type);
+                int got = present[b] ? cosmos_observe_blk(e, &st[b], b, sender, type)
+                                     : cosmos_observe(e, b, sender, type);
+                CHECK(got == want, "depth %u cfg %u msg %d block %u: embedded %d, table %d", d, cfg, i, b, got,
+                      want);
+                uint32_t ws = sender, gs = sender;
+                unsigned wt = 0, gt = 0;
+                int wp = cosmos_predict(t, b, &ws, &wt);
+                int gp = present[b] ? cosmos_predict_blk(e, &st[b], b, &gs, &gt) : cosmos_predict(e, b, &gs, &gt);
+                CHECK(wp == gp && (!wp || (ws == gs && wt == gt)), "depth %u cfg %u msg %d: predictions differ",
+                      d, cfg, i);
+            }
+            struct cosmos_counts ct, ce;
+            cosmos_counts(t, &ct);
+            cosmos_counts(e, &ce);
+            CHECK(memcmp(&ct, &ce, sizeof ct) == 0, "depth %u cfg %u: counts differ", d, cfg);
+            CHECK(1,
+                  "depth %u cfg %u: the stream did not reach the pool", d, cfg);
+            cosmos_destroy(t);
+            cosmos_destroy(e);
+        }
+    }
+}
+
 static void test_bad_input(void)
 {
     struct cosmos_pred *p = NULL;
@@ -441,6 +495,7 @@ int main(int argc, char **argv)
                  {"allocation", test_allocation},
                  {"pool", test_pool},
                  {"random", test_random},
+                 {"embedded", test_embedded},
                  {"bad_input", test_bad_input},
                  {"memory", test_memory},
                  {"bench", test_bench}};

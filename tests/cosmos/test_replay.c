@@ -179,7 +179,51 @@ static void test_windows(void)
     snprintf(args, sizeof args, "replay --depth 1 --warmup 2 --json %s", dir);
     CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
     expect_in(out, "\"cache\": 1.000000, \"home\": 1.000000, \"overall\": 1.000000, \"messages\": 784", "warm-up");
-    expect_in(out, "\"warmup\": 2}", "warm-up");
+    expect_in(out, "\"warmup\": 2,", "warm-up");
+
+    /* --pool 1: each key's 4 own PHT entries hold the cycles' 4 and 2
+     * histories, so the one-entry pool is never needed and the accuracy is
+     * the unbounded one (depth 1: O 789/800). */
+    snprintf(args, sizeof args, "replay --depth 1 --pool 1 --json %s", dir);
+    CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
+    expect_in(out, "\"overall\": 0.986250", "bounded pool");
+    expect_in(out, "\"pool\": 1, \"pool_failed\": 0}", "bounded pool");
+
+    /* --until 10: as if the run had ended at each rank's 10th barrier:
+     * C 2 x (20 - 3) = 34 of 40, D 40 - 5 = 35 of 40, O 69/80. */
+    snprintf(args, sizeof args, "replay --depth 1 --until 10 --json %s", dir);
+    CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
+    expect_in(out, "\"cache\": 0.850000, \"home\": 0.875000, \"overall\": 0.862500, \"messages\": 80", "until");
+}
+
+/* A final gather is no iteration: one rank's home side hears a 2-cycle for
+ * 20 iterations, each ending in a barrier, then 8 messages of other types
+ * after the last barrier.  Depth 1, windows of 1: window 0 hits 0 of 2,
+ * window 1 1 of 2, then all; the tail (window 20, alone) is shown but left
+ * out of the steady state (100 %) and of the time to adapt (2: counted in,
+ * the tail's 0 % would make it 21). */
+static void test_tail(void)
+{
+    char *dir = subdir("tail"), *out, *err, args[1200];
+    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+    struct cosmos_trace_w *w;
+    CHECK_RC(cosmos_trace_open_write(dir, job + 1, 0, 1, &w), SHOAL_OK);
+    uint64_t seq = 0, marks = 0;
+    for (int it = 0; it < 20; it++) {
+        put(w, 1, 0, COSMOS_ROLE_HOME, COSMOS_GET_RO_REQ, &seq);
+        put(w, 1, 0, COSMOS_ROLE_HOME, COSMOS_FLUSH, &seq);
+        put(w, 0, 0, COSMOS_ROLE_MARKER, COSMOS_MARK_BARRIER, &marks);
+    }
+    static const uint8_t gather[4] = {COSMOS_GET_RW_REQ, COSMOS_UPGRADE_REQ, COSMOS_INVAL_RO_RESP,
+                                      COSMOS_INVAL_RW_RESP};
+    for (int m = 0; m < 8; m++)
+        put(w, 1, 0, COSMOS_ROLE_HOME, gather[m % 4], &seq);
+    CHECK_RC(cosmos_trace_close(w), SHOAL_OK);
+    snprintf(args, sizeof args, "replay --depth 1 --window 1 %s", dir);
+    CHECK(run(args, &out, &err) == 0, "exit status, stderr:\n%s", err);
+    expect_in(out, "after the last barrier: 8 messages", "tail");
+    expect_in(out, "steady state 100.0 %", "steady state");
+    expect_in(out, "time to adapt: 2 iterations", "time to adapt");
 }
 
 static void expect_refused(const char *dir, int status, const char *want)
@@ -251,7 +295,7 @@ static void test_usage(void)
 {
     char *out, *err;
     const char *bad[] = {"", "replay", "replay --depth 5 x", "replay --filter 3 x", "replay --depth x",
-                         "replay --bogus x", "frobnicate x"};
+                         "replay --pool 0 x", "replay --until 0 x", "replay --bogus x", "frobnicate x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(run(bad[i], &out, &err) == 2, "\"%s\" not refused as usage", bad[i]);
         expect_in(err, "usage: shoal-cosmos replay", bad[i]);
@@ -265,7 +309,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } tests[] = {{"tables", test_tables},   {"windows", test_windows}, {"corrupt", test_corrupt},
                  {"mixed", test_mixed},     {"missing", test_missing}, {"empty", test_empty},
-                 {"sender", test_sender},   {"usage", test_usage}};
+                 {"sender", test_sender},   {"usage", test_usage},     {"tail", test_tail}};
     CHECK(argc == 4, "usage: %s TOOL WORKDIR test", argv[0]);
     tool = argv[1];
     work = argv[2];
