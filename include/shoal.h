@@ -171,7 +171,7 @@ SHOAL_API int shoal_am_request_medium(int dest, unsigned handler, unsigned flags
  * one, as if sent to each (what a request to one rank may do, a handler
  * may do here; shoal_token_source names this rank).  Reliable, and in
  * order with this rank's other requests to each rank.  Today a request per
- * rank on every transport (seed 001 §6.2's "emulated" broadcast; docs/API.md).
+ * rank on every transport (an emulated broadcast; docs/API.md).
  * The rules and errors of shoal_am_request_short/medium, and SHOAL_EINVAL
  * with SHOAL_IMMEDIATE (a broadcast is never sent in part); with one rank
  * it checks its arguments and sends nothing. */

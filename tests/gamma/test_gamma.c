@@ -1,5 +1,5 @@
 /* gamma.h: every call and every buffering and error rule of the thesis
- * (§2.4 and §2.7 of the seed summary; docs/GAMMA.md), on whatever
+ * (Ciaccio §4.4.3 and §4.7; docs/GAMMA.md), on whatever
  * transport the environment picks.  Subtests:
  *   api       naming, semaphores, atomic, time, mlock, a ring of messages, gamma_sync at K = 1, 2, N-1
  *   buffer    gather by append, wrap on exact fit, truncation, missing buffer, empty messages,
