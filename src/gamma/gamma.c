@@ -45,9 +45,22 @@ struct gamma_port {
     struct gamma_held *held, **held_tail;
 };
 
+/* A send made in a handler that found no room: it leaves, in order, from
+ * the next GAMMA call outside a handler (a handler must not wait: am runs
+ * no request handler inside another's wait). */
+struct gamma_out {
+    struct gamma_out *next;
+    int dest;
+    unsigned char port, dest_port;
+    size_t len, done; /* done: the bytes am_request_large already took */
+    unsigned char data[];
+};
+
 static struct {
     int up, owns_shoal;
     int nodes, me, pid, chains;
+    struct gamma_out *out, **out_tail; /* deferred sends, oldest first */
+    unsigned char *sending;            /* [node]: a send outside handlers is in pieces to it */
     uint64_t sem[GAMMA_PORTS], err[GAMMA_PORTS];
     struct gamma_port port[GAMMA_PORTS];
 } g;
@@ -158,6 +171,9 @@ static int gamma_join(void)
         }
     }
     memset(g.port, 0, sizeof g.port);
+    free(g.sending);
+    if (!(g.sending = calloc((size_t)am_size(), 1)))
+        return SHOAL_ENOMEM;
     memset(g.sem, 0, sizeof g.sem);
     memset(g.err, 0, sizeof g.err);
     g.nodes = am_size();
@@ -187,25 +203,6 @@ int gamma_init(int num_nodes, int argc, char **argv)
     if (rc && g.owns_shoal) {
         g.owns_shoal = 0;
         shoal_finalize();
-    }
-    return rc;
-}
-
-int gamma_exit(void)
-{
-    int rc;
-    {
-        AM_GUARD();
-        if (!g.up)
-            return SHOAL_ENOTINIT;
-        rc = coll_barrier_chain(g.chains);
-        if (rc)
-            return rc;
-        g.up = 0;
-    }
-    if (g.owns_shoal) {
-        g.owns_shoal = 0;
-        rc = shoal_finalize();
     }
     return rc;
 }
@@ -259,11 +256,80 @@ int gamma_attach_buffer(unsigned char input_port, void *buffer_in)
 
 /* ---- sending ------------------------------------------------------------------ */
 
-static int gamma_send_one(int dest, unsigned char port, const void *data, unsigned long len)
+static int gamma_send_piecewise(int dest, unsigned char port, const void *data, size_t len, unsigned flags,
+                                size_t *done)
 {
     uint64_t a = port;
+    return am_request_large(dest, GAMMA_H_PORT, flags, data, len, 1, &a, done);
+}
+
+static int gamma_queued_for(int dest)
+{
+    for (struct gamma_out *o = g.out; o; o = o->next)
+        if (o->dest == dest)
+            return 1;
+    return 0;
+}
+
+static void gamma_failed(unsigned char port, int rc)
+{
+    struct gamma_port *p = &g.port[port];
+    LOG(LOG_DEBUG, "gamma: a send through port %u failed: %s", port, shoal_strerror(rc));
+    if (p->handler_err)
+        gamma_call(p->handler_err, port, GAMMA_ERR_SENDFAILURE, 0, g.me);
+}
+
+/* Outside handlers: sends what handlers left, oldest first (a send's wait
+ * may run handlers that add more behind it). */
+static void gamma_flush(void)
+{
+    while (g.out) {
+        struct gamma_out *o = g.out;
+        g.sending[o->dest] = 1;
+        int rc = gamma_send_piecewise(o->dest, o->dest_port, o->data, o->len, 0, &o->done);
+        g.sending[o->dest] = 0;
+        if (!(g.out = o->next))
+            g.out_tail = &g.out;
+        if (rc)
+            gamma_failed(o->port, rc);
+        free(o);
+    }
+}
+
+/* In a handler a send takes only the room there is; the rest (and any send
+ * to a node that has sends waiting) waits in g.out. */
+static int gamma_send_deferrable(int dest, unsigned char port, unsigned char dest_port, const void *data,
+                                 size_t len)
+{
     size_t done = 0;
-    return am_request_large(dest, GAMMA_H_PORT, 0, data, len, 1, &a, &done);
+    if (!g.sending[dest] && !gamma_queued_for(dest)) {
+        int rc = gamma_send_piecewise(dest, dest_port, data, len, SHOAL_IMMEDIATE, &done);
+        if (rc != SHOAL_EAGAIN)
+            return rc;
+    }
+    struct gamma_out *o = malloc(sizeof *o + len);
+    if (!o)
+        return SHOAL_ENOMEM;
+    *o = (struct gamma_out){.dest = dest, .port = port, .dest_port = dest_port, .len = len, .done = done};
+    if (len)
+        memcpy(o->data, data, len);
+    if (!g.out)
+        g.out_tail = &g.out;
+    *g.out_tail = o;
+    g.out_tail = &o->next;
+    return SHOAL_OK;
+}
+
+static int gamma_send_one(int dest, unsigned char port, unsigned char dest_port, const void *data, size_t len)
+{
+    if (am_in_handler())
+        return gamma_send_deferrable(dest, port, dest_port, data, len);
+    gamma_flush();
+    size_t done = 0;
+    g.sending[dest] = 1;
+    int rc = gamma_send_piecewise(dest, dest_port, data, len, 0, &done);
+    g.sending[dest] = 0;
+    return rc;
 }
 
 /* §4.4.1: returns once the message is handed to the transport, which
@@ -279,17 +345,38 @@ int gamma_send(unsigned char output_port, void *data, unsigned long len)
     if (!p->bound || (len && !data) || p->dest_pid != g.pid)
         return SHOAL_EINVAL;
     if (p->dest_node != BROADCAST)
-        rc = gamma_send_one(p->dest_node, p->dest_port, data, len);
+        rc = gamma_send_one(p->dest_node, output_port, p->dest_port, data, len);
     for (int r = 0; p->dest_node == BROADCAST && r < g.nodes && !rc; r++)
-        rc = r == g.me ? SHOAL_OK : gamma_send_one(r, p->dest_port, data, len);
-    if (rc && p->handler_err)
-        gamma_call(p->handler_err, output_port, GAMMA_ERR_SENDFAILURE, 0, g.me);
+        rc = r == g.me ? SHOAL_OK : gamma_send_one(r, output_port, p->dest_port, data, len);
+    if (rc)
+        gamma_failed(output_port, rc);
     return rc;
 }
 
 int gamma_send_fast(unsigned char output_port, void *data, unsigned long len)
 {
     return gamma_send(output_port, data, len);
+}
+
+int gamma_exit(void)
+{
+    int rc;
+    {
+        AM_GUARD();
+        if (!g.up)
+            return SHOAL_ENOTINIT;
+        if (!am_in_handler())
+            gamma_flush();
+        rc = coll_barrier_chain(g.chains);
+        if (rc)
+            return rc;
+        g.up = 0;
+    }
+    if (g.owns_shoal) {
+        g.owns_shoal = 0;
+        rc = shoal_finalize();
+    }
+    return rc;
 }
 
 /* ---- semaphores ------------------------------------------------------------- */
@@ -322,13 +409,15 @@ int gamma_wait(unsigned char sem, unsigned long n)
     int rc = gamma_user(sem);
     if (rc)
         return rc;
-    if (am_in_handler()) {
-        if (g.sem[sem] < n)
-            return am_rule_violation("gamma_wait (on a semaphore below its count)");
-        g.sem[sem] -= n;
-    } else if ((rc = shoal_wait_until((volatile uint64_t *)&g.sem[sem], n))) {
-        return rc;
+    if (am_in_handler() && g.sem[sem] < n)
+        return am_rule_violation("gamma_wait (on a semaphore below its count)");
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (g.sem[sem] < n) {
+        gamma_flush();
+        am_progress_wait(&b, 0);
     }
+    g.sem[sem] -= n;
     uint64_t errors = g.err[sem];
     g.err[sem] = 0;
     return errors > INT_MAX ? INT_MIN + 1 : -(int)errors;
@@ -342,8 +431,10 @@ int gamma_test(unsigned char sem)
     int rc = gamma_user(sem);
     if (rc)
         return rc;
-    if (!am_in_handler())
+    if (!am_in_handler()) {
+        gamma_flush();
         am_poll(0);
+    }
     return g.sem[sem] > INT_MAX ? INT_MAX : (int)g.sem[sem];
 }
 
@@ -365,7 +456,11 @@ int gamma_atomic(void (*funct)(void))
 int gamma_sync(void)
 {
     AM_GUARD();
-    return g.up ? coll_barrier_chain(g.chains) : SHOAL_ENOTINIT;
+    if (!g.up)
+        return SHOAL_ENOTINIT;
+    if (!am_in_handler())
+        gamma_flush();
+    return coll_barrier_chain(g.chains);
 }
 
 int gamma_sync_chains(int k)

@@ -4,6 +4,7 @@
  *   api       naming, semaphores, atomic, time, mlock, a ring of messages, gamma_sync at K = 1, 2, N-1
  *   buffer    gather by append, wrap on exact fit, truncation, missing buffer, empty messages,
  *             attach_buffer from a handler, handlers that send and never nest on their port
+ *   large     4 MiB messages echoed from a handler (sends that do not fit wait outside handlers)
  *   broadcast BROADCAST ports: every other instance receives each message on its own port
  *   misuse    reserved and bad ports and semaphores, unbound ports, refused sends
  *             (run with SHOAL_STRICT=0 and SHOAL_AM_LARGE_MAX=4096) */
@@ -253,6 +254,48 @@ static void test_broadcast(void)
         CHECK(bcast_from[r] == (r == me ? 0 : 5), "%d broadcasts from instance %d", bcast_from[r], r);
 }
 
+/* ---- large --------------------------------------------------------------------- */
+/* Messages of many pieces sent back from a handler (which must not wait
+ * for room: what does not fit leaves from the next call outside handlers). */
+enum { P_LARGE = 10 };
+#define LARGE (4 * 1024 * 1024)
+static unsigned char *large_in, *large_out;
+
+static void large_echo(void)
+{
+    CHECK(gamma_active_len == LARGE, "large message of %lu bytes", gamma_active_len);
+    if (me == 1) {
+        memcpy(large_out, large_in, LARGE);
+        CHECK_RC(gamma_send(P_LARGE, large_out, LARGE), 0);
+    }
+    gamma_signal(P_LARGE);
+}
+
+static void test_large(void)
+{
+    large_in = calloc(1, LARGE);
+    large_out = calloc(1, LARGE);
+    CHECK(large_in && large_out, "memory");
+    if (me < 2)
+        CHECK_RC(gamma_setport(P_LARGE, (unsigned char)(1 - me), (unsigned char)gamma_my_par_pid(), P_LARGE,
+                               large_echo, NULL, large_in, LARGE),
+                 0);
+    CHECK_RC(gamma_sync(), 0);
+    for (int i = 0; i < 10 && me < 2; i++) {
+        if (me == 0) {
+            for (size_t j = 0; j < LARGE; j++)
+                large_out[j] = (unsigned char)(i + j * 7);
+            CHECK_RC(gamma_send(P_LARGE, large_out, LARGE), 0);
+        }
+        CHECK_RC(wait_sem(P_LARGE, 1), 0);
+        for (size_t j = 0; me == 0 && j < LARGE; j++)
+            CHECK(large_in[j] == (unsigned char)(i + j * 7), "round %d byte %zu", i, j);
+    }
+    CHECK_RC(gamma_sync(), 0);
+    free(large_in);
+    free(large_out);
+}
+
 /* ---- misuse ------------------------------------------------------------------------ */
 enum { P_UNBOUND = 11, P_OUT, P_SYNC_IN_HANDLER, P_UNBOUND_OUT, P_AFTER };
 static volatile int unbound_got, send_failures, handler_rc[2];
@@ -350,6 +393,8 @@ int main(int argc, char **argv)
         test_api();
     else if (!strcmp(test, "buffer"))
         test_buffer();
+    else if (!strcmp(test, "large"))
+        test_large();
     else if (!strcmp(test, "broadcast"))
         test_broadcast();
     else if (!strcmp(test, "misuse"))
