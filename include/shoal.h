@@ -198,6 +198,18 @@ SHOAL_API int shoal_am_request_medium(int dest, unsigned handler, unsigned flags
                             const void *src, size_t nbytes,
                             unsigned nargs, const uint64_t *args);
 
+/* One-sided broadcast: the request runs `handler` at every rank but this
+ * one, as if sent to each (what a request to one rank may do, a handler
+ * may do here; shoal_token_source names this rank).  Reliable, and in
+ * order with this rank's other requests to each rank.  Today a request per
+ * rank on every transport (an emulated broadcast; docs/API.md).
+ * The rules and errors of shoal_am_request_short/medium, and SHOAL_EINVAL
+ * with SHOAL_IMMEDIATE (a broadcast is never sent in part); with one rank
+ * it checks its arguments and sends nothing. */
+SHOAL_API int shoal_am_bcast_short(unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args);
+SHOAL_API int shoal_am_bcast_medium(unsigned handler, unsigned flags, const void *src, size_t nbytes,
+                                    unsigned nargs, const uint64_t *args);
+
 /* Writes nbytes from src into dest's segment seg at offset, then runs the
  * handler at dest with buf pointing there. */
 typedef int shoal_seg_t;

@@ -448,6 +448,36 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
     return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
 }
 
+/* Each other rank's request, sent in turn from the next rank up, leaving
+ * together (SHOAL_MORE) over a message transport: reliable on every
+ * transport, where the carriers' one-packet broadcasts may be lost
+ * (API.md).  Checked once, so a bad argument sends nothing. */
+static int am_bcast(unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                    unsigned nargs, const uint64_t *args, const char *call)
+{
+    AM_GUARD();
+    int rc = am_check_request(am.rank, handler, flags, nargs, args, call);
+    if (!rc && kind == AM_MEDIUM)
+        rc = am_check_medium(src, nbytes);
+    if (!rc && (flags & SHOAL_IMMEDIATE))
+        rc = SHOAL_EINVAL; /* a broadcast is not sent in part */
+    for (int i = 1; i < am.nranks && !rc; i++)
+        rc = am_send((am.rank + i) % am.nranks, AM_REQ, handler, i + 1 < am.nranks ? flags | SHOAL_MORE : flags, kind,
+                     src, nbytes, 0, 0, nargs, args);
+    return rc;
+}
+
+int shoal_am_bcast_short(unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
+{
+    return am_bcast(handler, flags, AM_SHORT, NULL, 0, nargs, args, "shoal_am_bcast_short");
+}
+
+int shoal_am_bcast_medium(unsigned handler, unsigned flags, const void *src, size_t nbytes, unsigned nargs,
+                          const uint64_t *args)
+{
+    return am_bcast(handler, flags, AM_MEDIUM, src, nbytes, nargs, args, "shoal_am_bcast_medium");
+}
+
 int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {

@@ -26,7 +26,7 @@ enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
  * travel in messages: docs/RMA.md and docs/CRL.md list them). */
 #define AM_INTERNAL_BASE SHOAL_AM_MAX_HANDLERS
 #define AM_LAYER_HANDLERS 16u
-enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCK_AM, AM_BLOCK_CMAM, AM_BLOCKS };
+enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCK_AM, AM_BLOCK_CMAM, AM_BLOCK_GAMMA, AM_BLOCKS };
 #define AM_LAYER_BASE(block) (AM_INTERNAL_BASE + (block) * AM_LAYER_HANDLERS)
 _Static_assert(AM_LAYER_BASE(AM_BLOCKS) <= AM_MAX_INDEX, "the layers' handler blocks fit the table");
 void am_register_internal(unsigned index, shoal_handler_t fn);

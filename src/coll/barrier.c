@@ -1,8 +1,7 @@
 /* Barrier, hierarchical: the ranks of a host first, then one leader per
  * host (its lowest rank) across hosts, then each leader releases its host.
  * On one host that is a single dissemination barrier; with every rank on
- * its own host (SHOAL_NET_LOCAL=1), a dissemination barrier over the
- * network.
+ * its own host (SHOAL_NET_LOCAL=1), the leaders' step is the whole barrier.
  *
  * Dissemination (Hensgen, Finkel & Manber): ceil(log2 N) rounds; in round
  * k member i raises a flag at member i+2^k and waits for its own, raised
@@ -14,13 +13,20 @@
  * host's first, the leaders' after them) so each has its own flags, and
  * the leader's release is the last flag.
  *
- * On raw Ethernet the leaders use the medium's broadcast instead (GAMMA,
- * Ciaccio's GAMMA thesis §5-6): each tells rank 0 it arrived (reliable), and rank 0
- * releases everyone with ONE broadcast frame, which every rank on every
- * host receives.  Broadcasts may be lost: a leader not released within
- * COLL_QUERY_NS asks rank 0 once (reliable), and rank 0 answers with a
- * reliable release as soon as the barrier is complete; a rank that is not
- * a leader takes whichever comes first, the frame or its leader's flag. */
+ * The leaders may instead meet as in Ciaccio's GAMMA thesis, Chapter 5
+ * (SHOAL_BARRIER): every protocol there sends N - 1 empty "enter" messages
+ * and ONE broadcast "exit".  The K-chain (§5.3) splits the N - 1 slaves into
+ * K chains that pass a token down to rank 0 (the master), which waits for K
+ * tokens and releases everyone: K = 1 is the serialized barrier (§5.2.2),
+ * K = 2 GAMMA's two-token gamma_sync, K = N - 1 the concurrent barrier
+ * (§5.2.1), where every slave tells the master directly.  Where the network
+ * broadcasts natively (eth's frame to ff:ff:ff:ff:ff:ff) the release is one
+ * broadcast, which every rank on every host receives.  Broadcasts may be
+ * lost: a leader not released within COLL_QUERY_NS asks rank 0 once
+ * (reliable), and rank 0 answers with a reliable release as soon as the
+ * barrier is complete; a rank that is not a leader takes whichever comes
+ * first, the frame or its leader's flag.  Elsewhere the master releases
+ * each member with a reliable message. */
 #include "am/am.h"
 #include "am/hang.h"
 #include "boot/boot.h"
@@ -35,6 +41,7 @@ enum {
     COLL_H_ARRIVE,                         /* to rank 0: arrived at (epoch) */
     COLL_H_RELEASE,                        /* from rank 0: (epoch) is complete; broadcast or not */
     COLL_H_QUERY,                          /* to rank 0: not released from (epoch) yet */
+    COLL_H_CHAIN = AM_LAYER_BASE(AM_BLOCK_COLL) + 9, /* to the next member down a chain: (epoch) reached */
 };
 #define COLL_QUERY_NS 2000000ull
 #define COLL_RELEASE_ROUND (AM_LOCAL_FLAGS - 1)
@@ -44,7 +51,10 @@ static struct {
     uint64_t done;          /* rank 0: last complete epoch */
     uint64_t *asked;        /* rank 0: [rank] epoch it asked about, 0 if none */
     uint64_t released;      /* others: last epoch released */
+    uint64_t chained;       /* last epoch the member after this one in its chain passed on */
+    uint32_t expect;        /* rank 0: chain tokens the barrier in progress waits for */
     int *leaders;           /* the lowest rank of every host, in rank order */
+    int *all;               /* 0 .. size - 1: coll_barrier_chain's members */
     int nleaders;
     int leader_index;       /* this rank's in leaders[]; -1 if it is not one */
     unsigned host_rounds;   /* dissemination rounds among this host's ranks */
@@ -78,6 +88,15 @@ static void coll_release(shoal_token_t tok, void *buf, size_t n, const uint64_t 
         bb.released = args[0];
 }
 
+static void coll_chain_token(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)buf, (void)n;
+    if (nargs == 1)
+        coll_check(shoal_token_source(tok), args[0], COLL_KIND_BARRIER);
+    if (nargs == 1 && args[0] > bb.chained)
+        bb.chained = args[0];
+}
+
 /* Answered at once if the epoch is complete, else when it completes. */
 static void coll_query(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
@@ -98,6 +117,7 @@ void coll_init(void)
     am_register_internal(COLL_H_ARRIVE, coll_arrive);
     am_register_internal(COLL_H_RELEASE, coll_release);
     am_register_internal(COLL_H_QUERY, coll_query);
+    am_register_internal(COLL_H_CHAIN, coll_chain_token);
     coll_bcast_init();
     coll_reduce_init();
     coll_ordered_init();
@@ -106,6 +126,7 @@ void coll_init(void)
 void coll_fini(void)
 {
     free(bb.leaders);
+    free(bb.all);
     free(bb.asked);
     memset(&bb, 0, sizeof bb);
     coll_bcast_fini();
@@ -222,26 +243,48 @@ static int coll_describe_release(const struct hang_wait *w, char *buf, size_t n)
 
 static int coll_describe_root(const struct hang_wait *w, char *buf, size_t n)
 {
-    snprintf(buf, n, "barrier epoch %llu: rank 0 waits for the hosts' leaders (%u of %d arrived)",
-             (unsigned long long)w->value, bb.arrived[w->value & 1], bb.nleaders - 1);
+    snprintf(buf, n, "barrier epoch %llu: rank 0 waits for its chains' tokens (%u of %u arrived)",
+             (unsigned long long)w->value, bb.arrived[w->value & 1], bb.expect);
     return -1;
 }
 
-static void coll_root(uint64_t epoch)
+static int coll_describe_chain(const struct hang_wait *w, char *buf, size_t n)
+{
+    snprintf(buf, n, "barrier epoch %llu: waits for the token of rank %d, the next in its chain",
+             (unsigned long long)w->value, w->peer);
+    return w->peer;
+}
+
+/* The master releases the chain barrier's members with one broadcast when
+ * it reaches them all (the members are the hosts' leaders, or every rank
+ * is alone on its host), else with a reliable message to each. */
+static int coll_release_by_broadcast(int n)
+{
+    return coll_use_broadcast() && n == bb.nleaders;
+}
+
+/* Rank 0, members[0]: waits for k tokens, then releases members[1..n). */
+static void coll_root(const int *members, int n, uint32_t k, uint64_t epoch)
 {
     if (!bb.asked && !(bb.asked = calloc((size_t)am_size(), sizeof *bb.asked)))
         util_fatal("out of memory for the barrier's table of %d ranks", am_size());
     struct util_backoff b;
     util_backoff_init(&b);
+    bb.expect = k;
     hang_push("barrier", -1, epoch, NULL, coll_describe_root);
-    while (bb.arrived[epoch & 1] < (uint32_t)bb.nleaders - 1)
+    while (bb.arrived[epoch & 1] < k)
         am_progress_wait(&b, 0);
     hang_pop();
     bb.arrived[epoch & 1] = 0;
     bb.done = epoch;
-    int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch, NULL, 0);
-    if (rc)
-        util_fatal("barrier: broadcast failed: %s", shoal_strerror(rc));
+    if (coll_release_by_broadcast(n)) {
+        int rc = am_bcast_internal(COLL_H_RELEASE, 1, &epoch, NULL, 0);
+        if (rc)
+            util_fatal("barrier: broadcast failed: %s", shoal_strerror(rc));
+    } else {
+        for (int i = 1; i < n; i++)
+            coll_send(members[i], COLL_H_RELEASE, epoch);
+    }
     for (int r = 1; r < am_size(); r++)
         if (bb.asked[r] && bb.asked[r] <= epoch) {
             bb.asked[r] = 0;
@@ -249,12 +292,13 @@ static void coll_root(uint64_t epoch)
         }
 }
 
-static void coll_leaf(uint64_t epoch)
+/* A member waits for rank 0's release; one it may miss (a broadcast) it
+ * asks for once. */
+static void coll_await_release(uint64_t epoch, int may_miss)
 {
-    coll_send(0, COLL_H_ARRIVE, epoch);
     struct util_backoff b;
     util_backoff_init(&b);
-    uint64_t ask_at = util_now_ns() + COLL_QUERY_NS;
+    uint64_t ask_at = may_miss ? util_now_ns() + COLL_QUERY_NS : 0;
     hang_push("barrier", 0, epoch, NULL, coll_describe_release);
     while (bb.released < epoch) {
         am_progress_wait(&b, 0);
@@ -264,6 +308,37 @@ static void coll_leaf(uint64_t epoch)
         }
     }
     hang_pop();
+}
+
+/* The K-chain barrier among members (members[0] is rank 0, this rank is at
+ * index me).  The slaves, members[1..n), form k chains of consecutive
+ * members, the first (n - 1) % k chains one longer; in each the highest
+ * starts and the token goes down to the chain's lowest, its leader, which
+ * hands it to rank 0 (the thesis leaves the assignment open: GAMMA.md). */
+static void coll_chain(const int *members, int n, int me, uint32_t k, uint64_t epoch)
+{
+    uint32_t m = (uint32_t)n - 1;
+    k = k < 1 ? 1 : k > m ? m : k;
+    if (me == 0) {
+        coll_root(members, n, k, epoch);
+        return;
+    }
+    uint32_t i = (uint32_t)me - 1, q = m / k, r = m % k;
+    uint32_t c = i < r * (q + 1) ? i / (q + 1) : r + (i - r * (q + 1)) / q;
+    uint32_t lo = c * q + (c < r ? c : r), hi = lo + q + (c < r) - 1;
+    if (i < hi) {
+        struct util_backoff b;
+        util_backoff_init(&b);
+        hang_push("barrier", members[me + 1], epoch, NULL, coll_describe_chain);
+        while (bb.chained < epoch)
+            am_progress_wait(&b, 0);
+        hang_pop();
+    }
+    if (i > lo)
+        coll_send(members[me - 1], COLL_H_CHAIN, epoch);
+    else
+        coll_send(0, COLL_H_ARRIVE, epoch);
+    coll_await_release(epoch, coll_release_by_broadcast(n));
 }
 
 static void coll_raise(int peer, unsigned round, uint64_t epoch)
@@ -304,17 +379,27 @@ static void coll_disseminate(const int *members, int n, int me, unsigned round0,
     hang_pop();
 }
 
+/* The leaders' algorithm (SHOAL_BARRIER): 0 for dissemination, else the
+ * K of the K-chain. */
+static uint32_t coll_chains(void)
+{
+    const char *alg = util_config_str(CFG_BARRIER);
+    uint32_t all = (uint32_t)bb.nleaders - 1;
+    if (!strcmp(alg, "dissemination") || (!strcmp(alg, "auto") && !coll_use_broadcast()))
+        return 0;
+    if (!strcmp(alg, "chain"))
+        return (uint32_t)util_config_int(CFG_BARRIER_CHAINS);
+    return all; /* concurrent */
+}
+
 /* Across hosts, among the leaders; then each leader releases its host. */
 static void coll_cross_hosts(uint64_t epoch)
 {
-    if (coll_use_broadcast()) {
-        if (am_rank() == 0)
-            coll_root(epoch);
-        else
-            coll_leaf(epoch);
-    } else {
+    uint32_t k = coll_chains();
+    if (k)
+        coll_chain(bb.leaders, bb.nleaders, bb.leader_index, k, epoch);
+    else
         coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.host_rounds, epoch);
-    }
     int n;
     const int *local = am_local_ranks(&n);
     for (int i = 1; i < n; i++)
@@ -372,6 +457,33 @@ static int coll_barrier(void)
             coll_cross_hosts(epoch);
         else
             coll_wait_release(epoch);
+        coll_listen(0);
+    }
+    coll_end();
+    am_stats()->barriers++;
+    return SHOAL_OK;
+}
+
+int coll_barrier_chain(int k)
+{
+    if (am_rank() < 0)
+        return SHOAL_ENOTINIT;
+    if (k < 1)
+        return SHOAL_EINVAL;
+    int rc = am_blocking_allowed("gamma_sync");
+    if (rc)
+        return rc;
+    coll_layout();
+    if (!bb.all) {
+        if (!(bb.all = malloc((size_t)am_size() * sizeof *bb.all)))
+            util_fatal("out of memory for the barrier's table of %d ranks", am_size());
+        for (int r = 0; r < am_size(); r++)
+            bb.all[r] = r;
+    }
+    uint64_t epoch = coll_begin(COLL_KIND_BARRIER);
+    if (am_size() > 1) {
+        coll_listen(1);
+        coll_chain(bb.all, am_size(), am_rank(), (uint32_t)k, epoch);
         coll_listen(0);
     }
     coll_end();

@@ -45,6 +45,13 @@ int coll_bcast_any(void *buf, size_t n, int root, int *from, size_t *sent);
 void coll_ordered_init(void);
 void coll_ordered_fini(void);
 
+/* GAMMA's K-chain barrier (Ciaccio §5.3) over every rank, flat (no
+ * hierarchy of hosts), released by one broadcast where every other rank is
+ * on a host of its own and the network broadcasts natively: gamma_sync.
+ * k >= 1 (clamped to size - 1).  SHOAL_OK, SHOAL_ENOTINIT, SHOAL_EINVAL,
+ * SHOAL_EHANDLER (in a handler). */
+int coll_barrier_chain(int k);
+
 /* Registers the collectives' internal handlers (after am_init). */
 void coll_init(void);
 /* Forgets the job's layout (at finalize). */

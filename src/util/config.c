@@ -77,6 +77,10 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                    "1: at shoal_finalize rank 0 prints a table of every rank's and the job's messages and bytes sent by class, one-sided commands, network packets, retransmissions and drops, and time spent waiting in blocking calls (timing costs two clock reads per call that has to wait)"},
     [CFG_AM_LARGE_MAX] = {"SHOAL_AM_LARGE_MAX", "1G",
                           "largest payload of shoal's internal messages above the medium limit (CRL messages, rgn_bcast), which am cuts into pieces; each rank reassembles at most one such message per sender and class at a time (bytes, K/M/G suffixes; 4096 to 1T)"},
+    [CFG_BARRIER] = {"SHOAL_BARRIER", "auto",
+                     "how shoal_barrier's hosts' leaders meet: auto (concurrent where the network broadcasts natively, else dissemination), dissemination (ceil(log2 hosts) rounds of flags), concurrent (every leader tells rank 0, which releases all with one broadcast), chain (GAMMA's K-chain of Ciaccio's thesis §5.3: SHOAL_BARRIER_CHAINS chains of leaders pass a token to rank 0, which releases all with one broadcast)"},
+    [CFG_BARRIER_CHAINS] = {"SHOAL_BARRIER_CHAINS", "2",
+                            "K of SHOAL_BARRIER=chain, 1-255: 1 is the serialized barrier, 2 GAMMA's two-token gamma_sync, K >= hosts - 1 the concurrent one"},
     [CFG_RANK] = {"SHOAL_RANK", "", "set by shoalrun: this process's rank"},
     [CFG_SIZE] = {"SHOAL_SIZE", "", "set by shoalrun: number of ranks"},
     [CFG_BOOT_FD] = {"SHOAL_BOOT_FD", "", "set by shoalrun: Unix socket to the launcher"},
@@ -171,6 +175,11 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
     case CFG_PROGRESS:
         return (strcmp(v, "poll") && strcmp(v, "thread")) ? -1 : 0;
+    case CFG_BARRIER:
+        return (strcmp(v, "auto") && strcmp(v, "dissemination") && strcmp(v, "concurrent") && strcmp(v, "chain"))
+                   ? -1 : 0;
+    case CFG_BARRIER_CHAINS:
+        return (parse_int(v, &n) || n < 1 || n > 255) ? -1 : 0;
     case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */
     case CFG_COSMOS_TRACE: /* opened, with a message naming it, by crl_init */
         return 0;

@@ -47,6 +47,8 @@ enum util_cfg_id {
     CFG_STATS,          /* statistics table at shoal_finalize */
     CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
     CFG_PROGRESS,       /* who runs handlers: the application's calls (poll) or a progress thread */
+    CFG_BARRIER,        /* the barrier's algorithm across hosts */
+    CFG_BARRIER_CHAINS, /* K of the K-chain barrier */
     CFG_RANK,           /* set by shoalrun */
     CFG_SIZE,           /* set by shoalrun */
     CFG_BOOT_FD,        /* set by shoalrun */

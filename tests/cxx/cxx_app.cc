@@ -4,6 +4,7 @@
 // 20 (tests/cxx/CMakeLists.txt) and run under shoalrun.
 #include <shoal.h>
 #include <shoal/crl.h>
+#include <shoal/gamma.h> // compiles as C++ too (not run here: tests/gamma)
 
 #include <cstdio>
 #include <cstring>

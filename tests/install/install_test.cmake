@@ -27,7 +27,7 @@ function(step what)
 endfunction()
 
 step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f include/shoal.h ${LIBDIR}/libshoal.so ${LIBDIR}/libshoal.a
+foreach(f include/shoal.h include/shoal/gamma.h ${LIBDIR}/libshoal.so ${LIBDIR}/libshoal.a
           ${LIBDIR}/cmake/shoal/shoalConfig.cmake ${LIBDIR}/cmake/shoal/shoalConfigVersion.cmake
           ${LIBDIR}/cmake/shoal/shoalTargets.cmake ${LIBDIR}/pkgconfig/shoal.pc)
   if(NOT EXISTS ${prefix}/${f})
@@ -68,6 +68,10 @@ foreach(r 0 1 2 3)
     message(FATAL_ERROR "cmam_fig418 -n 4 printed something unexpected:\n${step_output}")
   endif()
 endforeach()
+step("run gamma_pingpong with the installed shoalrun" ${prefix}/${BINDIR}/shoalrun -n 2 ${cbuild}/gamma_pingpong)
+if(NOT step_output MATCHES "gamma ping-pong: 1000 rounds of 64 bytes")
+  message(FATAL_ERROR "gamma_pingpong printed something unexpected:\n${step_output}")
+endif()
 
 # ---- installed examples, manual pages and documentation -----------------------
 set(ebuild ${WORK_DIR}/examples-build)
