@@ -53,9 +53,10 @@ def run(build, cmd, n, transport, act):
     t = re.search(r" time=([0-9.]+)", out)
     secs = float(t.group(1)) if t else max(float(x) for x in re.findall(r"total ([0-9.]+)\n", out)) / 1e3
     acts = {}
-    for name, a, c, w in re.findall(r"cosmos action (\w+): taken (\d+), confirmed (\d+), wasted (\d+)", out):
-        s = acts.setdefault(name, [0, 0, 0])
-        s[0] += int(a); s[1] += int(c); s[2] += int(w)
+    for name, *v in re.findall(r"cosmos action (\w+): taken (\d+), confirmed (\d+), wasted (\d+), throttled (\d+)", out):
+        s = acts.setdefault(name, [0, 0, 0, 0])
+        for i, x in enumerate(v):
+            s[i] += int(x)
     return {"msgs": msgs, "misses": misses, "time": secs, "acts": acts, "load": load, "wall": time.time() - t0}
 
 
@@ -83,7 +84,7 @@ def summary(path):
         loads.append(r["load"])
     print("load average before the runs: median %.1f, min %.1f, max %.1f" %
           (statistics.median(loads), min(loads), max(loads)))
-    print("| workload | tr | n | action | msgs | misses | time | msgs vs none | time vs none | spread | taken/confirmed/wasted |")
+    print("| workload | tr | n | action | msgs | misses | time | msgs vs none | time vs none | spread | taken/confirmed/wasted/throttled |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (w, tr, n), by in rows.items():
         base = by.get("none")
@@ -98,8 +99,8 @@ def summary(path):
             ts = sorted(x["time"] for x in xs)
             t = statistics.median(ts)
             spread = "%.0f-%.0f %%" % (100 * (ts[0] / t - 1), 100 * (ts[-1] / t - 1))
-            acts = " ".join("%s %d/%d/%d" % ((k,) + tuple(statistics.median(x["acts"][k][i] for x in xs)
-                                                          for i in range(3)))
+            acts = " ".join("%s %d/%d/%d/%d" % ((k,) + tuple(statistics.median(x["acts"][k][i] for x in xs)
+                                                             for i in range(4)))
                             for k in act.split(",") if k in xs[0]["acts"])
             print("| %s | %s | %d | %s | %d | %d | %.2f ms | %+.1f %% | %+.1f %% | %s | %s |" %
                   (w, tr, n, act, m, mi, t * 1e3, 100 * (m / bm - 1) if bm else 0, 100 * (t / bt - 1), spread, acts))
