@@ -8,7 +8,8 @@ run: protocol messages sent (all ranks), operation misses (all ranks), time
 (the application's mean step, or the kernels' slowest rank's total), the
 actions' counters and the load average before the run.
 
-  bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING]
+  bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING] [--steps N] [--on TR/N]
+      (--steps: the applications' time steps, default 3; --on: one transport and rank count, e.g. udp/2)
   bench/cosmos_actions.py --table OUT.jsonl       (a row per workload: medians against none)
   bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios; Water's hand
                                                    tuning against the actions)
@@ -25,12 +26,13 @@ APPS = {
 }
 
 
-def workloads(build):
+def workloads(build, steps):
     k = os.path.join(build, "tests/cosmos/cosmos_kernels")
     for name in KERNELS:
         yield "kernel " + name, [k, name, "50"]
     for app, args in APPS.items():
         exe = os.path.join(build, "apps/crl/crl_" + app)
+        args = [x if not x.startswith("--steps=") else "--steps=%d" % steps for x in args]
         yield app, [exe] + args
         yield app + " --fine", [exe] + args + ["--fine"]
         if app == "water":
@@ -60,12 +62,14 @@ def run(build, cmd, n, transport, act):
     return {"msgs": msgs, "misses": misses, "time": secs, "acts": acts, "load": load, "wall": time.time() - t0}
 
 
-def measure(build, out, rounds, only):
+def measure(build, out, rounds, only, steps, on):
     with open(out, "a") as f:
         for rnd in range(rounds):
             for transport in ["shm", "udp"]:
                 for n in [2, 4]:
-                    for name, cmd in workloads(build):
+                    if on and on != "%s/%d" % (transport, n):
+                        continue
+                    for name, cmd in workloads(build, steps):
                         if only and only not in name:
                             continue
                         for act in ACTIONS:
@@ -169,4 +173,6 @@ if __name__ == "__main__":
     else:
         rounds = int(a[a.index("--rounds") + 1]) if "--rounds" in a else 5
         only = a[a.index("--only") + 1] if "--only" in a else None
-        measure(a[0], a[1], rounds, only)
+        steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 3
+        on = a[a.index("--on") + 1] if "--on" in a else None
+        measure(a[0], a[1], rounds, only, steps, on)
