@@ -8,7 +8,8 @@ run: protocol messages sent (all ranks), operation misses (all ranks), time
 (the application's mean step, or the kernels' slowest rank's total), the
 actions' counters and the load average before the run.
 
-  bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING]
+  bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING] [--steps N] [--on TR/N]
+      (--steps: the applications' time steps, default 3; --on: one transport and rank count, e.g. udp/2)
   bench/cosmos_actions.py --table OUT.jsonl       (a row per workload: medians against none)
   bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios; Water's hand
                                                    tuning against the actions)
@@ -25,12 +26,13 @@ APPS = {
 }
 
 
-def workloads(build):
+def workloads(build, steps):
     k = os.path.join(build, "tests/cosmos/cosmos_kernels")
     for name in KERNELS:
         yield "kernel " + name, [k, name, "50"]
     for app, args in APPS.items():
         exe = os.path.join(build, "apps/crl/crl_" + app)
+        args = [x if not x.startswith("--steps=") else "--steps=%d" % steps for x in args]
         yield app, [exe] + args
         yield app + " --fine", [exe] + args + ["--fine"]
         if app == "water":
@@ -53,18 +55,21 @@ def run(build, cmd, n, transport, act):
     t = re.search(r" time=([0-9.]+)", out)
     secs = float(t.group(1)) if t else max(float(x) for x in re.findall(r"total ([0-9.]+)\n", out)) / 1e3
     acts = {}
-    for name, a, c, w in re.findall(r"cosmos action (\w+): taken (\d+), confirmed (\d+), wasted (\d+)", out):
-        s = acts.setdefault(name, [0, 0, 0])
-        s[0] += int(a); s[1] += int(c); s[2] += int(w)
+    for name, *v in re.findall(r"cosmos action (\w+): taken (\d+), confirmed (\d+), wasted (\d+), throttled (\d+)", out):
+        s = acts.setdefault(name, [0, 0, 0, 0])
+        for i, x in enumerate(v):
+            s[i] += int(x)
     return {"msgs": msgs, "misses": misses, "time": secs, "acts": acts, "load": load, "wall": time.time() - t0}
 
 
-def measure(build, out, rounds, only):
+def measure(build, out, rounds, only, steps, on):
     with open(out, "a") as f:
         for rnd in range(rounds):
             for transport in ["shm", "udp"]:
                 for n in [2, 4]:
-                    for name, cmd in workloads(build):
+                    if on and on != "%s/%d" % (transport, n):
+                        continue
+                    for name, cmd in workloads(build, steps):
                         if only and only not in name:
                             continue
                         for act in ACTIONS:
@@ -83,7 +88,7 @@ def summary(path):
         loads.append(r["load"])
     print("load average before the runs: median %.1f, min %.1f, max %.1f" %
           (statistics.median(loads), min(loads), max(loads)))
-    print("| workload | tr | n | action | msgs | misses | time | msgs vs none | time vs none | spread | taken/confirmed/wasted |")
+    print("| workload | tr | n | action | msgs | misses | time | msgs vs none | time vs none | spread | taken/confirmed/wasted/throttled |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (w, tr, n), by in rows.items():
         base = by.get("none")
@@ -98,8 +103,8 @@ def summary(path):
             ts = sorted(x["time"] for x in xs)
             t = statistics.median(ts)
             spread = "%.0f-%.0f %%" % (100 * (ts[0] / t - 1), 100 * (ts[-1] / t - 1))
-            acts = " ".join("%s %d/%d/%d" % ((k,) + tuple(statistics.median(x["acts"][k][i] for x in xs)
-                                                          for i in range(3)))
+            acts = " ".join("%s %d/%d/%d/%d" % ((k,) + tuple(statistics.median(x["acts"][k][i] for x in xs)
+                                                             for i in range(4)))
                             for k in act.split(",") if k in xs[0]["acts"])
             print("| %s | %s | %d | %s | %d | %d | %.2f ms | %+.1f %% | %+.1f %% | %s | %s |" %
                   (w, tr, n, act, m, mi, t * 1e3, 100 * (m / bm - 1) if bm else 0, 100 * (t / bt - 1), spread, acts))
@@ -168,4 +173,6 @@ if __name__ == "__main__":
     else:
         rounds = int(a[a.index("--rounds") + 1]) if "--rounds" in a else 5
         only = a[a.index("--only") + 1] if "--only" in a else None
-        measure(a[0], a[1], rounds, only)
+        steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 3
+        on = a[a.index("--on") + 1] if "--on" in a else None
+        measure(a[0], a[1], rounds, only, steps, on)

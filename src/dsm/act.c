@@ -9,6 +9,60 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
 
 #define XREAD_UNWRITTEN (DSM_RACT_RMW_UNWRITTEN | DSM_RACT_MIG_UNWRITTEN)
 
+/* The throttle (docs/COSMOS.md "Throttling"): an action stops on a region
+ * once its wastes there outweigh its confirmations by TRUST_MARGIN, and
+ * retries after TRUST_SKIP chances, twice as many after each retry that is
+ * wasted too, up to TRUST_LEVELS doublings.  A waste weighs what it costs
+ * in messages against what a confirmation saves: a self-invalidation saves
+ * one (its flush replaces an invalidation and its ack) and a waste costs
+ * three (the flush, the re-request, the grant); an exclusive copy for a
+ * read saves an upgrade and its ack, and a waste costs a recall and its
+ * ack. */
+#define TRUST_MARGIN 2
+#define TRUST_CAP 8
+#define TRUST_SKIP 2
+#define TRUST_LEVELS 6
+#define WASTE_DSI 3
+#define WASTE_XREAD 1
+
+/* May the action fire at this chance?  1 also for a suspended action's
+ * retry; its result then decides the next back-off. */
+static int trust_allows(struct dsm_act_trust *t)
+{
+    if (t->credit > -TRUST_MARGIN || t->skip == 0)
+        return 1;
+    t->skip--;
+    return 0;
+}
+
+enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[] */
+
+/* A region with confirmations to its credit decides alone; one without is
+ * judged by its own wastes and then by its rank's record on all regions
+ * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
+ * record alone would stop them). */
+static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
+{
+    return r->trust.credit > 0 || (trust_allows(&r->trust) && trust_allows(&node->act_trust[side]));
+}
+
+static void trust_confirmed(struct dsm_act_trust *t)
+{
+    t->credit = (int8_t)(t->credit <= -TRUST_MARGIN ? 1 - TRUST_MARGIN
+                                                    : (t->credit < TRUST_CAP ? t->credit + 1 : TRUST_CAP));
+}
+
+static void trust_wasted(struct dsm_act_trust *t, int weight)
+{
+    if (t->credit > -TRUST_MARGIN) /* suspended now if the waste outweighs the margin left */
+        t->credit = (int8_t)(t->credit - weight > -TRUST_MARGIN ? t->credit - weight : -TRUST_MARGIN);
+    else if (t->credit > -TRUST_MARGIN - TRUST_LEVELS) /* a retry wasted: back off further */
+        t->credit--;
+    if (t->credit > -TRUST_MARGIN)
+        return;
+    t->skip = (uint8_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit)); /* the back-off's level */
+}
+
 /* Is <sender, one of the types> the next message predicted for r at this
  * side?  sender is also the one named to a sender-indexed predictor. */
 static int predicted(struct dsm_node *node, const struct dsm_region *r, int home, uint32_t sender, unsigned t1,
@@ -29,6 +83,19 @@ static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_ac
         node->assume(node, r->rid, home, sender, type);
 }
 
+/* An action's outcome on r, into its and its rank's standing. */
+static void judged(struct dsm_node *node, struct dsm_region *r, int side, int confirmed)
+{
+    int weight = side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+    if (confirmed) {
+        trust_confirmed(&r->trust);
+        trust_confirmed(&node->act_trust[side]);
+    } else {
+        trust_wasted(&r->trust, weight);
+        trust_wasted(&node->act_trust[side], weight);
+    }
+}
+
 int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t who, enum dsm_act_kind kind)
 {
     unsigned type;
@@ -40,7 +107,12 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
     }
     if (!predicted(node, r, 1, who, COSMOS_UPGRADE_REQ, COSMOS_UPGRADE_REQ, &type))
         return 0;
+    if (!act_allowed(node, r, SIDE_HOME)) {
+        node->stats.act_throttled[kind]++;
+        return 0;
+    }
     taken(node, r, kind, 1, who, type);
+    r->act |= DSM_RACT_XREAD_OUT;
     return 1;
 }
 
@@ -48,8 +120,10 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
  * when.  A copy used several times before it is needed elsewhere would
  * miss again after each early flush, so the flush waits for the last use,
  * counted as the last copy's (Lai and Falsafi's last touch): `touches` is
- * learnt from the real invalidations; after a flush the home reports
- * wasted, none until the next real one. */
+ * learnt from the real invalidations, and trusted once two in a row came
+ * after the same count (a flush at that count would have been confirmed);
+ * before the first one, the prediction alone decides.  After a flush the
+ * home reports wasted, none until two real ones agree again. */
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
 {
     unsigned type;
@@ -59,9 +133,13 @@ int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
     if (r->uses < UINT16_MAX)
         r->uses++;
     /* a copy granted exclusive for a read waits for the write its home predicted */
-    if ((r->act & XREAD_UNWRITTEN) || r->uses < r->touches ||
+    if ((r->act & XREAD_UNWRITTEN) || r->uses < r->touches || (r->touches && !(r->act & DSM_RACT_DSI_STEADY)) ||
         !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
         return 0;
+    if (!act_allowed(node, r, SIDE_REMOTE)) {
+        node->stats.act_throttled[DSM_ACT_DSI]++;
+        return 0;
+    }
     taken(node, r, DSM_ACT_DSI, 0, home, type);
     r->act |= DSM_RACT_DSI_FLUSHED;
     return 1;
@@ -69,17 +147,27 @@ int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
 
 void dsm_act_invalidated(struct dsm_region *r, int in_op)
 {
-    r->touches = (uint16_t)(r->uses + (in_op && r->uses < UINT16_MAX));
+    uint16_t touches = (uint16_t)(r->uses + (in_op && r->uses < UINT16_MAX));
+    r->act = (uint8_t)(touches == r->touches ? r->act | DSM_RACT_DSI_STEADY : r->act & ~DSM_RACT_DSI_STEADY);
+    r->touches = touches;
 }
 
-void dsm_act_granted(struct dsm_region *r, uint32_t aux)
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
 {
-    r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
-    /* our last flush was wasted: no more until a real invalidation says how
+    /* our last flush was wasted: no more until real invalidations say how
      * many uses a copy gets (one more each time took Barnes-Hut's nodes,
-     * read hundreds of times a step, hundreds of wasted flushes) */
-    if (aux & DSM_ACT_BIT(DSM_ACT_DSI))
+     * read hundreds of times a step, hundreds of wasted flushes).  No news
+     * in the grant after one means the home judged it confirmed (it judges
+     * a flush at its rank's next request at the latest), or dropped it for
+     * a later one of another rank's. */
+    if (aux & DSM_ACT_BIT(DSM_ACT_DSI)) {
         r->touches = UINT16_MAX;
+        r->act &= (uint8_t)~DSM_RACT_DSI_STEADY;
+        judged(node, r, SIDE_REMOTE, 0);
+    } else if (r->act & DSM_RACT_DSI_FLUSHED) {
+        judged(node, r, SIDE_REMOTE, 1);
+    }
+    r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
     r->uses = 0;
     if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_RMW_UNWRITTEN;
@@ -111,8 +199,12 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     return aux;
 }
 
-void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m)
+void dsm_act_home_note(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
+    if (r->act & DSM_RACT_XREAD_OUT) { /* the exclusive-for-read copy's news: written or not */
+        r->act &= (uint8_t)~DSM_RACT_XREAD_OUT;
+        judged(node, r, SIDE_HOME, !(m->aux & DSM_ACT_BIT(DSM_ACT_RMW)));
+    }
     if (m->aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_XREAD_SKIP;
     if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI)) { /* one judged at a time: an older one is dropped */

@@ -23,7 +23,7 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r);
 
 /* Remote: a grant arrived; aux is the grant's. */
-void dsm_act_granted(struct dsm_region *r, uint32_t aux);
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux);
 
 /* Remote: an invalidation arrived for the current copy (in_op: during an
  * operation on it). */
@@ -36,7 +36,7 @@ void dsm_act_written(struct dsm_node *node, struct dsm_region *r);
 uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int flush);
 
 /* Home: an accepted ack, flush or release carried action tags. */
-void dsm_act_home_note(struct dsm_region *r, const struct dsm_msg *m);
+void dsm_act_home_note(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m);
 
 /* Home: the aux word of a grant to who (a wasted self-invalidation's news). */
 uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who);

@@ -401,9 +401,10 @@ static void print_stats(void)
         total);
     for (unsigned k = 0; k < DSM_ACT_KINDS; k++)
         if (dsm.node.act & DSM_ACT_BIT(k))
-            OUT("  cosmos action %s: taken %llu, confirmed %llu, wasted %llu\n", util_cosmos_act_names[k],
-                (unsigned long long)st->act_taken[k], (unsigned long long)st->act_confirmed[k],
-                (unsigned long long)st->act_wasted[k]);
+            OUT("  cosmos action %s: taken %llu, confirmed %llu, wasted %llu, throttled %llu\n",
+                util_cosmos_act_names[k], (unsigned long long)st->act_taken[k],
+                (unsigned long long)st->act_confirmed[k], (unsigned long long)st->act_wasted[k],
+                (unsigned long long)st->act_throttled[k]);
     n += (size_t)dsm_cosmos_describe(&dsm.node, buf + (n < sizeof buf ? n : sizeof buf),
                                      n < sizeof buf ? sizeof buf - n : 0);
 #undef OUT

@@ -493,8 +493,8 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
         node->stats.stale++;
         return;
     }
-    if (m->aux)
-        dsm_act_home_note(r, m);
+    if (m->aux || (r->act & DSM_RACT_XREAD_OUT))
+        dsm_act_home_note(node, r, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
     case DSM_MSG_RELEASE: /* acted on only in HomeIipSpecial (Fig. A-21) */
@@ -636,7 +636,7 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
     }
     take_data(r, m);
     if (node->act)
-        dsm_act_granted(r, m->aux);
+        dsm_act_granted(node, r, m->aux);
     r->version = m->version;
     r->released = 0; /* an upgrade: the home has answered after our release */
     /* a read may be answered exclusive (D11): the copy is modified, being read */

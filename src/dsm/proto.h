@@ -141,6 +141,16 @@ struct dsm_queued {
 
 #define DSM_REGION_MAGIC 0x43524c52u /* "CRLR": tells a region from a stray pointer */
 
+/* An action's standing on one region, which throttles it (dsm/act.c,
+ * docs/COSMOS.md "Throttling"): credit is confirmations less weighted
+ * wastes, from 0; at or below minus a margin the action is suspended
+ * and credit counts down one more per failed retry (the back-off's level),
+ * skip the chances still to let pass before the next retry. */
+struct dsm_act_trust {
+    int8_t credit;
+    uint8_t skip;
+};
+
 /* Metadata header, immediately before the region's data (§4.3.4), on a
  * cache line boundary.  The hit paths touch its first two lines: magic and
  * state in the first, read_cnt to calls in the second.  The online
@@ -167,6 +177,7 @@ struct dsm_region {
     uint8_t act;      /* enum dsm_region_act: bookkeeping of the Cosmos actions (dsm/act.c) */
     uint16_t uses;    /* remote, dsi: operations ended on this copy since its grant */
     uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
+    struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
@@ -216,7 +227,9 @@ enum dsm_region_act {
     DSM_RACT_DSI_FLUSHED = 4,
     DSM_RACT_DSI_PENDING = 8,
     DSM_RACT_DSI_TELL = 16, /* tell dsi_from's rank, in its next grant, that its flush was wasted */
-    DSM_RACT_XREAD_SKIP = 32
+    DSM_RACT_XREAD_SKIP = 32,
+    DSM_RACT_XREAD_OUT = 64,  /* home: the copy out went exclusive for a read; its fate not heard yet */
+    DSM_RACT_DSI_STEADY = 128 /* remote: the last two real invalidations came after the same number of uses */
 };
 #define DSM_DSI_DIRTY 0x80000000u
 
@@ -235,6 +248,7 @@ struct dsm_stats {
     uint64_t deleted_dropped; /* messages for deleted regions, dropped (D10) */
     /* the Cosmos actions (SHOAL_COSMOS_ACT), by enum dsm_act_kind */
     uint64_t act_taken[DSM_ACT_KINDS], act_confirmed[DSM_ACT_KINDS], act_wasted[DSM_ACT_KINDS];
+    uint64_t act_throttled[DSM_ACT_KINDS]; /* predicted, but declined by the throttle */
 };
 
 struct dsm_node;
@@ -278,6 +292,9 @@ struct dsm_node {
     unsigned act;                   /* DSM_ACT_BIT()s enabled; 0: none */
     dsm_predict_fn predict;         /* with act: the predictions the actions follow */
     dsm_assume_fn assume;
+    /* the throttle's standing of this rank's exclusive-for-read actions (as
+     * a home) and of its dsi (as a remote), over its regions (dsm/act.c) */
+    struct dsm_act_trust act_trust[2];
 };
 
 #define DSM_NO_RID UINT64_MAX

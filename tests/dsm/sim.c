@@ -431,6 +431,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->cont_node);
     h = mix(h, r->num_acks);
     h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
+    h = mix(h, (uint8_t)r->trust.credit | (uint64_t)r->trust.skip << 8);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
         dir[i] = (uint64_t)r->dir[i].node << 32 | r->dir[i].version;
@@ -448,6 +449,8 @@ uint64_t sim_hash(const struct sim *s)
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
         const struct dsm_node *nd = &s->nodes[n];
+        for (unsigned i = 0; i < 2; i++)
+            h = mix(h, (uint8_t)nd->act_trust[i].credit | (uint64_t)nd->act_trust[i].skip << 8);
         if (nd->ask_rid != DSM_NO_RID) /* a map or delete in progress; its leftovers mean nothing after */
             h = mix(mix(h, (uint64_t)(nd->ask_reply + 1) | nd->ask_rid << 2), nd->map_version);
         for (unsigned k = 0; k < s->nregions; k++)

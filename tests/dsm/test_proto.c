@@ -14,6 +14,7 @@
  * Usage: test_proto <test> [actions]: the explorers and random with the
  * Cosmos actions on (sim_act: taken wherever legal) */
 #include "sim.h"
+#include "dsm/act.h"
 #include "util/util.h"
 #include "../common/check.h"
 
@@ -1015,14 +1016,90 @@ static void act_dsi(void)
     finish(&s);
 }
 
+/* The throttle (docs/COSMOS.md "Throttling"), on the home's exclusive
+ * reads: wasted every time, the action stops after TRUST_MARGIN's worth
+ * and then retries less and less often; once a retry is confirmed it fires
+ * again, and a region with confirmations to its credit fires whatever its
+ * rank's record. */
+static unsigned xread_chances(struct sim *s, struct dsm_region *r, unsigned chances, int written)
+{
+    struct dsm_msg m = {.src = 1, .aux = written ? 0 : DSM_ACT_BIT(DSM_ACT_RMW)};
+    unsigned taken = 0;
+    for (unsigned i = 0; i < chances; i++)
+        if (dsm_act_exclusive_read(&s->nodes[0], r, 1, DSM_ACT_RMW)) {
+            taken++;
+            dsm_act_home_note(&s->nodes[0], r, &m); /* the copy comes back */
+        }
+    return taken;
+}
+
+static void act_throttle(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_region *a = sim_region(&s, 0, 0), *b = dsm_create(&s.nodes[0], SIM_DATA);
+    const struct dsm_stats *st = &s.nodes[0].stats;
+    unsigned n = xread_chances(&s, a, 200, 0);
+    /* two wastes, then retries after 2, 4, .. 128 chances (each declined
+     * chance after a waste is also XREAD_SKIP's): 8 in 200 */
+    CHECK(n >= 4 && n <= 10 && st->act_throttled[DSM_ACT_RMW] >= 180,
+          "throttle: always wasted, taken %u of 200, throttled %llu", n,
+          (unsigned long long)st->act_throttled[DSM_ACT_RMW]);
+    CHECK(xread_chances(&s, b, 10, 1) <= 1, "throttle: a new region fired while its rank's record is bad");
+    /* a retry confirmed: firing again, as long as it is confirmed */
+    unsigned before = (unsigned)st->act_taken[DSM_ACT_RMW];
+    while (st->act_taken[DSM_ACT_RMW] == before)
+        xread_chances(&s, a, 1, 1);
+    CHECK(xread_chances(&s, a, 20, 1) == 20, "throttle: a confirmed retry did not resume the action");
+    /* the rank's record goes bad: one waste on each of many new regions */
+    n = 0;
+    for (unsigned k = 0; k < 16; k++)
+        n += xread_chances(&s, dsm_create(&s.nodes[0], SIM_DATA), 1, 0);
+    CHECK(n < 16 && xread_chances(&s, a, 1, 1) == 1,
+          "throttle: %u of 16 new regions wasted, or a region with confirmations stopped for its rank's record", n);
+    sim_fini(&s);
+}
+
+/* dsi's last-use count is trusted once two real invalidations agree on it:
+ * before the first one the prediction alone decides; after a waste, two
+ * are needed again, and then the throttle lets 2 chances pass at the
+ * region and 2 at its rank before it retries. */
+static void act_dsi_steady(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_node *nd = &s.nodes[1];
+    struct dsm_region *r = sim_region(&s, 1, 1); /* act.c's rule alone: the copy's protocol state is proto.c's */
+    CHECK(dsm_act_self_invalidate(nd, r), "dsi: a copy never invalidated was not flushed at its first use");
+    dsm_act_granted(nd, r, DSM_ACT_BIT(DSM_ACT_DSI)); /* judged wasted */
+    uint32_t fired = 0;
+    for (unsigned copy = 0; copy < 7; copy++) {
+        for (unsigned use = 0; use < 3; use++)
+            fired |= (uint32_t)dsm_act_self_invalidate(nd, r) << (copy * 4 + use);
+        if (!(fired >> copy * 4 & 7))
+            dsm_act_invalidated(r, 0); /* a real one after three uses */
+        dsm_act_granted(nd, r, 0);
+    }
+    /* copy 0: the count unknown after the waste; 1: learnt, not yet steady;
+     * 2-5: steady, throttled; 6: the retry, at the third use */
+    CHECK(fired == 1u << (6 * 4 + 2) && nd->stats.act_throttled[DSM_ACT_DSI] == 4,
+          "dsi: flushes at (copy * 4 + use) bits %#x, throttled %llu; expected copy 6's third use, 4", fired,
+          (unsigned long long)nd->stats.act_throttled[DSM_ACT_DSI]);
+    sim_fini(&s);
+}
+
 static void actions(void)
 {
+    act_throttle();
+    act_dsi_steady();
     act_rmw();
     act_rmw_wasted();
     act_migratory();
     act_dsi();
     sim_act = 0;
-    printf("actions: rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
+    printf("actions: the throttle, dsi's steady count, rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
