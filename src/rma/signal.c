@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-
 #define SIG_MAGIC 0x4e474953u /* "SIGN" */
 #define SIG_VERSION 1u
 #define SIG_HEAD_BYTES 128u
@@ -273,16 +272,19 @@ int shoal_signal_wait(shoal_mem_t mem, size_t off, uint32_t *seen, double timeou
     uint64_t start = util_now_ns(), limit = timeout_s < 1e9 ? (uint64_t)(timeout_s * 1e9) : UINT64_MAX;
     struct util_backoff b;
     util_backoff_init(&b);
-    for (;;) {
+    /* at least one wait step and a look after it, so that a zero timeout
+     * still runs what has arrived */
+    for (int last = 0;;) {
         struct sig_head *s;
         int rc = sig_wait_look(mem, off, seen, &s);
         if (rc != SHOAL_EAGAIN)
             return rc;
-        uint64_t waited = util_now_ns() - start;
-        if (waited >= limit)
+        if (last)
             return SHOAL_ETIMEDOUT;
+        uint64_t waited = util_now_ns() - start;
+        last = waited >= limit;
         if (am_threaded && !am_lock_mine())
-            sig_sleep(s, *seen, limit - waited);
+            sig_sleep(s, *seen, last ? 0 : limit - waited);
         else
             sig_poll(&b);
     }
