@@ -76,6 +76,37 @@ SHOAL_API const char *shoal_strerror(int status);
  * argc/argv may be NULL.  Returns SHOAL_EINIT if already initialized. */
 SHOAL_API int shoal_init(int *argc, char ***argv);
 
+/* Thread levels (MPI's meanings), lowest first:
+ *  SINGLE      the process has one thread that calls shoal (shoal_init);
+ *  FUNNELED    several threads, but only the one that called shoal_init
+ *              calls shoal;
+ *  SERIALIZED  any thread may call shoal, one at a time: the application
+ *              orders the calls (a mutex, a join) so no two overlap;
+ *  MULTIPLE    any thread may call shoal at any time, concurrently (the
+ *              rules in docs/API.md "Threads and signals": collectives one thread at a
+ *              time per rank, CRL regions one thread each, fences and
+ *              colours count every thread's commands).
+ * A lower level used as a higher one is refused where SHOAL_STRICT checks
+ * (debug builds, or SHOAL_STRICT=1): an abort naming the rank and the call. */
+enum shoal_thread_level {
+    SHOAL_THREAD_SINGLE = 0,
+    SHOAL_THREAD_FUNNELED = 1,
+    SHOAL_THREAD_SERIALIZED = 2,
+    SHOAL_THREAD_MULTIPLE = 3,
+};
+
+/* shoal_init at thread level required; *provided is the level granted.
+ * Every level is supported, so provided == required (check it all the same,
+ * as MPI programs do: a later build may grant less).  SHOAL_EINVAL, with
+ * nothing done, for a level outside SINGLE..MULTIPLE or provided NULL; else
+ * what shoal_init returns.  Call it from the thread that will be the main
+ * thread (FUNNELED's). */
+SHOAL_API int shoal_init_thread(int *argc, char ***argv, int required, int *provided);
+
+/* The level granted at init (SHOAL_THREAD_SINGLE after shoal_init);
+ * SHOAL_ENOTINIT before it, SHOAL_EINVAL for provided NULL. */
+SHOAL_API int shoal_query_thread(int *provided);
+
 /* Collective: waits until every rank has finalized its communication, then
  * releases all resources.  Messages still in flight are delivered first. */
 SHOAL_API int shoal_finalize(void);

@@ -96,7 +96,10 @@ void am_progress_wait(struct util_backoff *b, int replies_only)
     static unsigned steps;
     if (UTIL_UNLIKELY(++steps % AM_CHECK_EVERY == 0))
         am_check_launcher();
-    if (am_poll(replies_only) != 0) {
+    unsigned ran = am_poll(replies_only);
+    if (UTIL_UNLIKELY(am_guard_on) && am_wait_unlocked(b, ran != 0))
+        return;
+    if (ran != 0) {
         b->spins = 0; /* progress: the peer is active, keep spinning */
         return;
     }

@@ -26,7 +26,7 @@ enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
  * travel in messages: docs/RMA.md and docs/CRL.md list them). */
 #define AM_INTERNAL_BASE SHOAL_AM_MAX_HANDLERS
 #define AM_LAYER_HANDLERS 16u
-enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCK_AM, AM_BLOCKS };
+enum am_layer_block { AM_BLOCK_RMA, AM_BLOCK_COLL, AM_BLOCK_DSM, AM_BLOCK_AM, AM_BLOCK_CMAM, AM_BLOCKS };
 #define AM_LAYER_BASE(block) (AM_INTERNAL_BASE + (block) * AM_LAYER_HANDLERS)
 _Static_assert(AM_LAYER_BASE(AM_BLOCKS) <= AM_MAX_INDEX, "the layers' handler blocks fit the table");
 void am_register_internal(unsigned index, shoal_handler_t fn);
@@ -101,30 +101,37 @@ void am_wait_step(struct util_backoff *b);
 void am_progress_wait(struct util_backoff *b, int replies_only);
 
 
-/* ---- SHOAL_PROGRESS=thread (progress.c) --------------------------------- */
-/* One thread at a time is inside shoal: the application's thread during its
+/* ---- SHOAL_PROGRESS=thread and the thread levels (progress.c) ---------- */
+/* One thread at a time is inside shoal: an application thread during its
  * calls (it runs handlers in its waits, as in poll mode), the progress
  * thread while it runs handlers, or the application inside
  * shoal_handlers_disable.  Every public call that touches state a handler
  * may touch starts with AM_GUARD(), which takes that lock in thread mode
- * (nested calls on the same thread count) and gives it back when the call
- * returns; in poll mode it costs one test of a flag that never changes. */
-extern int am_threaded;
-void am_lock_enter(void);
+ * and at SHOAL_THREAD_MULTIPLE (nested calls on the same thread count) and
+ * gives it back when the call returns; where SHOAL_STRICT checks the
+ * thread level it checks the calling thread there.  Otherwise it costs one
+ * test of a flag that never changes after shoal_init. */
+extern int am_threaded; /* the progress thread runs */
+extern int am_guard_on; /* AM_GUARD locks or checks */
+int am_guard_slow(const char *call);
 void am_lock_leave(void);
-static inline int am_guard_enter(void)
+static inline int am_guard_enter(const char *call)
 {
-    if (UTIL_LIKELY(!am_threaded))
+    if (UTIL_LIKELY(!am_guard_on))
         return 0;
-    am_lock_enter();
-    return 1;
+    return am_guard_slow(call);
 }
 static inline void am_guard_leave(int *held)
 {
     if (*held)
         am_lock_leave();
 }
-#define AM_GUARD() int am_guard_held_ __attribute__((cleanup(am_guard_leave), unused)) = am_guard_enter()
+#define AM_GUARD()                                                                                              \
+    int am_guard_held_ __attribute__((cleanup(am_guard_leave), unused)) = am_guard_enter(__func__)
+/* The level shoal_init_thread granted (SHOAL_THREAD_*), set before the
+ * progress thread starts; the thread calling it is the main thread. */
+void am_thread_level_set(int level);
+int am_thread_level(void);
 /* 1 when the calling thread holds the lock (inside a call or a critical
  * section): then no other thread can deliver, and a wait must poll. */
 int am_lock_mine(void);

@@ -118,6 +118,7 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     if ((flags & SHOAL_IMMEDIATE) && am.tp->room(dest, (enum tp_channel)cls) < am_net_fragments(&h, nbytes))
         return SHOAL_EAGAIN;
     size_t done = 0;
+    am.pinned++; /* another thread's message must not come between the fragments */
     do {
         int first = done == 0;
         size_t at = am_net_data_at(&h, first);
@@ -127,10 +128,13 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
         h.frag_off = (uint32_t)done;
         memcpy(head, &h, sizeof h);
         int rc = am_net_push(dest, cls, head, at, chunk ? (const char *)src + done : NULL, chunk);
-        if (rc)
+        if (rc) {
+            am.pinned--;
             return rc;
+        }
         done += chunk;
     } while (done < nbytes);
+    am.pinned--;
     if (!(flags & SHOAL_MORE))
         am.tp->flush();
     am_count_sent(cls, kind, nbytes);

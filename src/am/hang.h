@@ -85,6 +85,34 @@ static inline void hang_refine(int peer, uint64_t value)
     hang.seq++;
 }
 
+/* At SHOAL_THREAD_MULTIPLE a waiting thread gives the lock back between
+ * its polls: it takes its records out meanwhile, so the records are always
+ * those of the thread inside shoal (the one a report describes). */
+struct hang_stash {
+    unsigned depth;
+    uint64_t wait_from;
+    struct hang_wait stack[HANG_DEPTH];
+};
+
+static inline void hang_stash(struct hang_stash *s)
+{
+    s->depth = hang.depth;
+    s->wait_from = hang.wait_from;
+    for (unsigned d = 0; d < hang.depth && d < HANG_DEPTH; d++)
+        s->stack[d] = hang.stack[d];
+    hang.depth = 0;
+    hang.wait_from = 0;
+}
+
+static inline void hang_unstash(const struct hang_stash *s)
+{
+    for (unsigned d = 0; d < s->depth && d < HANG_DEPTH; d++)
+        hang.stack[d] = s->stack[d];
+    hang.depth = s->depth;
+    hang.wait_from = s->wait_from;
+    hang.seq++;
+}
+
 /* Records an event; returns its number for hang_event_count. */
 static inline uint32_t hang_event(unsigned what, unsigned cls, int peer, unsigned handler, int aux)
 {

@@ -12,6 +12,7 @@
  * thread announce its sleep, or in the message transport's wait (epoll on
  * the socket) when peers are reached over the network. */
 #include "am/state.h"
+#include "am/hang.h"
 #include "shm/shm.h"
 
 #include <errno.h>
@@ -26,12 +27,20 @@
 #include <unistd.h>
 
 int am_threaded;
+int am_guard_on;
+static int am_locking;       /* AM_GUARD takes the lock */
+static int am_level = SHOAL_THREAD_SINGLE;
+static int am_level_checked; /* SHOAL_STRICT: AM_GUARD checks the calling thread against am_level */
+static int am_multiple;      /* waits give the lock back between polls */
 
 /* The thread inside shoal (the address of its am_lock_self), 0: none. */
 static _Atomic uintptr_t am_lock_owner;
 static unsigned am_lock_depth; /* the owner's nested entries; only the owner touches it */
 static _Thread_local char am_lock_self __attribute__((tls_model("initial-exec")));
 static unsigned am_disabled; /* shoal_handlers_disable nesting */
+static _Atomic unsigned am_lock_waiters; /* application threads spinning for the lock */
+static uintptr_t am_main_self;           /* the thread that called shoal_init */
+static _Atomic uintptr_t am_prog_self;   /* the progress thread */
 
 /* The progress thread sleeps this long when the application is inside
  * shoal (it runs handlers itself then), doubling up to the cap. */
@@ -43,6 +52,9 @@ static unsigned am_disabled; /* shoal_handlers_disable nesting */
  * a transport without a descriptor, it looks this often. */
 #define AM_PROGRESS_NET_NS 10000000ull
 #define AM_PROGRESS_NAP_NS 1000000ull
+/* How long a waiting thread that gave the lock back leaves it to a thread
+ * spinning for it before taking it again (relax steps). */
+#define AM_HANDOFF_SPINS 512u
 
 static struct {
     pthread_t thread;
@@ -53,6 +65,11 @@ static struct {
     uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
 } am_prog;
 
+static inline uintptr_t am_self(void)
+{
+    return (uintptr_t)&am_lock_self;
+}
+
 static int am_lock_try(uintptr_t me)
 {
     uintptr_t none = 0;
@@ -60,18 +77,49 @@ static int am_lock_try(uintptr_t me)
                                                    memory_order_relaxed);
 }
 
-void am_lock_enter(void)
+static const char *am_level_name(int level)
 {
-    uintptr_t me = (uintptr_t)&am_lock_self;
+    static const char *names[] = {"SHOAL_THREAD_SINGLE", "SHOAL_THREAD_FUNNELED", "SHOAL_THREAD_SERIALIZED",
+                                  "SHOAL_THREAD_MULTIPLE"};
+    return names[level];
+}
+
+/* SERIALIZED promises that no two threads are inside shoal at once: the
+ * lock is held by another application thread (not the progress thread). */
+static void am_serial_check(uintptr_t me, const char *call)
+{
+    uintptr_t owner = atomic_load_explicit(&am_lock_owner, memory_order_relaxed);
+    if (am_level_checked && owner && owner != me && owner != atomic_load_explicit(&am_prog_self, memory_order_relaxed))
+        util_fatal("rank %d: %s called while another thread is inside shoal, at %s (one thread at a time; "
+                   "SHOAL_THREAD_MULTIPLE allows concurrent calls; checked because SHOAL_STRICT or a debug build)",
+                   am.rank, call, am_level_name(am_level));
+}
+
+/* Spins until me holds the lock (the progress thread holds it only while
+ * it runs a batch of handlers; another application thread, at MULTIPLE,
+ * for one call or one step of its wait). */
+static void am_lock_acquire(uintptr_t me, const char *call)
+{
+    if (am_lock_try(me))
+        return;
+    atomic_fetch_add_explicit(&am_lock_waiters, 1, memory_order_relaxed);
+    struct util_backoff b;
+    util_backoff_init(&b);
+    while (!am_lock_try(me)) {
+        am_serial_check(me, call);
+        util_backoff_wait(&b);
+    }
+    atomic_fetch_sub_explicit(&am_lock_waiters, 1, memory_order_relaxed);
+}
+
+static void am_lock_enter(const char *call)
+{
+    uintptr_t me = am_self();
     if (atomic_load_explicit(&am_lock_owner, memory_order_relaxed) == me) {
         am_lock_depth++;
         return;
     }
-    /* The progress thread holds it only while it runs a batch of handlers. */
-    struct util_backoff b;
-    util_backoff_init(&b);
-    while (!am_lock_try(me))
-        util_backoff_wait(&b);
+    am_lock_acquire(me, call);
     am_lock_depth = 1;
 }
 
@@ -81,6 +129,76 @@ void am_lock_leave(void)
         atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
 }
 
+/* SINGLE and FUNNELED: only the thread that called shoal_init calls shoal
+ * (handlers run on the progress thread as well). */
+static void am_level_check(const char *call)
+{
+    uintptr_t me = am_self();
+    if (am_level <= SHOAL_THREAD_FUNNELED && me != am_main_self &&
+        me != atomic_load_explicit(&am_prog_self, memory_order_relaxed))
+        util_fatal("rank %d: %s called from a thread other than the one that called shoal_init, at %s "
+                   "(shoal_init_thread with SHOAL_THREAD_SERIALIZED or SHOAL_THREAD_MULTIPLE allows other "
+                   "threads; checked because SHOAL_STRICT or a debug build)",
+                   am.rank, call, am_level_name(am_level));
+}
+
+int am_guard_slow(const char *call)
+{
+    if (am_level_checked)
+        am_level_check(call);
+    if (!am_locking)
+        return 0;
+    am_lock_enter(call);
+    return 1;
+}
+
+static void am_guard_update(void)
+{
+    am_locking = am_threaded || am_multiple || (am_level_checked && am_level == SHOAL_THREAD_SERIALIZED);
+    am_guard_on = am_locking || am_level_checked;
+}
+
+void am_thread_level_set(int level)
+{
+    am_level = level;
+    am_main_self = am_self();
+    am_multiple = level == SHOAL_THREAD_MULTIPLE;
+    am_level_checked = am.strict && level < SHOAL_THREAD_MULTIPLE;
+    am_guard_update();
+}
+
+int am_thread_level(void)
+{
+    return am_level;
+}
+
+int am_wait_unlocked(struct util_backoff *b, int progressed)
+{
+    uintptr_t me = am_self();
+    if (!am_multiple || am.depth || am.pinned || am_disabled ||
+        atomic_load_explicit(&am_lock_owner, memory_order_relaxed) != me)
+        return 0;
+    if (progressed && !atomic_load_explicit(&am_lock_waiters, memory_order_relaxed))
+        return 0;
+    hang_check();
+    struct hang_stash hs;
+    hang_stash(&hs); /* the next owner's waits are its own */
+    unsigned depth = am_lock_depth;
+    atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
+    for (unsigned i = 0; i < AM_HANDOFF_SPINS && atomic_load_explicit(&am_lock_waiters, memory_order_relaxed) &&
+                         !atomic_load_explicit(&am_lock_owner, memory_order_relaxed);
+         i++)
+        util_cpu_relax();
+    if (progressed)
+        b->spins = 0;
+    else
+        util_backoff_wait(b);
+    am_lock_acquire(me, "a wait");
+    am_lock_depth = depth;
+    hang_unstash(&hs);
+    return 1;
+}
+
 static void am_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
     syscall(SYS_futex, word, op, val, timeout, NULL, 0);
@@ -88,7 +206,7 @@ static void am_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct 
 
 int am_lock_mine(void)
 {
-    return atomic_load_explicit(&am_lock_owner, memory_order_relaxed) == (uintptr_t)&am_lock_self;
+    return atomic_load_explicit(&am_lock_owner, memory_order_relaxed) == am_self();
 }
 
 void am_progress_block(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
@@ -148,7 +266,8 @@ static void am_progress_sleep(void)
 static void *am_progress_main(void *arg)
 {
     (void)arg;
-    uintptr_t me = (uintptr_t)&am_lock_self;
+    uintptr_t me = am_self();
+    atomic_store_explicit(&am_prog_self, me, memory_order_relaxed);
     uint64_t busy_ns = AM_PROGRESS_BUSY_MIN_NS;
     while (!atomic_load_explicit(&am_prog.stop, memory_order_acquire)) {
         if (!am_lock_try(me)) {
@@ -201,12 +320,14 @@ int am_progress_start(void)
     am_prog.sleep_ns = am_prog.fd >= 0 && !am_has_shm_peers() ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
+    am_guard_update();
     sigset_t old;
     am_progress_sigmask(&old);
     int err = pthread_create(&am_prog.thread, NULL, am_progress_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err) {
         am_threaded = 0;
+        am_guard_update();
         LOG(LOG_ERROR, "SHOAL_PROGRESS=thread: cannot start the progress thread: %s", strerror(err));
         return SHOAL_ESYS;
     }
@@ -224,14 +345,14 @@ void am_progress_stop(void)
     pthread_join(am_prog.thread, NULL);
     am_prog.started = 0;
     am_threaded = 0;
+    am_guard_update();
 }
 
 int shoal_handlers_disable(void)
 {
     if (am.rank < 0)
         return SHOAL_ENOTINIT;
-    if (am_threaded)
-        am_lock_enter();
+    am_guard_enter(__func__); /* held until the matching enable */
     am_disabled++;
     return SHOAL_OK;
 }
@@ -243,7 +364,7 @@ int shoal_handlers_enable(void)
     if (am_disabled == 0)
         return SHOAL_EINVAL;
     am_disabled--;
-    if (am_threaded)
+    if (am_locking)
         am_lock_leave();
     return SHOAL_OK;
 }

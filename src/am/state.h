@@ -41,6 +41,7 @@ struct am_state {
     uint8_t *remote;             /* [nranks]: 1 = reached over the message transport tp; NULL: all over shm */
     const struct tp_ops *tp;     /* the job's message transport (SHOAL_TRANSPORT), NULL while remote is */
     uint64_t net_block_ns;       /* 0: waits spin; else they sleep on the network up to this long */
+    unsigned pinned;             /* > 0: a wait keeps the lock (a message's fragments are half sent) */
 };
 
 extern struct am_state am;
@@ -66,6 +67,16 @@ static inline void am_thread_note(const char *call)
     if (UTIL_UNLIKELY(am.strict))
         am_thread_call = call;
 }
+
+/* One step of a wait at SHOAL_THREAD_MULTIPLE, outside handlers and
+ * critical sections, after a poll that ran something (progressed) or
+ * nothing: gives the lock back, backs off when nothing ran, takes it
+ * again, so other threads' calls and waits go on meanwhile.  After a poll
+ * that ran something it does so only when a thread waits for the lock (a
+ * stream of arrivals must not keep the others out).  0, nothing done,
+ * where the wait keeps the lock. */
+struct util_backoff;
+int am_wait_unlocked(struct util_backoff *b, int progressed);
 
 /* After a message to local rank dest is in its ring, in thread mode: wakes
  * dest's progress thread if it announced it sleeps (progress.c). */

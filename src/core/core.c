@@ -3,6 +3,7 @@
 #include "am/hang.h"
 #include "boot/boot.h"
 #include "coll/coll.h"
+#include "cmam/cmam_int.h"
 #include "rma/rma.h"
 #include "util/util.h"
 
@@ -89,10 +90,8 @@ static void core_log_summary(void)
                     : "poll (handlers run inside shoal calls)");
 }
 
-int shoal_init(int *argc, char ***argv)
+static int core_init(int level)
 {
-    (void)argc;
-    (void)argv;
     if (initialized)
         return SHOAL_EINIT;
     t0_ns = util_now_ns();
@@ -110,6 +109,7 @@ int shoal_init(int *argc, char ***argv)
     util_fatal_hook = core_fatal_hook;
     rc = am_init(boot.rank, boot.size);
     coll_init();
+    cmam_init();
     if (rc == SHOAL_OK)
         rc = am_net_init(boot.job_id);
     if (rc == SHOAL_OK)
@@ -132,11 +132,41 @@ int shoal_init(int *argc, char ***argv)
     rc = shoal_barrier();
     if (rc == SHOAL_OK)
         rma_check_peers(); /* every peer has written its heap header by now */
+    am_thread_level_set(level); /* before the progress thread, which takes the lock by it */
     if (rc == SHOAL_OK)
         rc = am_progress_start(); /* SHOAL_PROGRESS=thread */
     if (rc == SHOAL_OK && boot.rank == 0 && util_log_level >= LOG_INFO)
         core_log_summary();
     return rc;
+}
+
+int shoal_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return core_init(SHOAL_THREAD_SINGLE);
+}
+
+int shoal_init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    (void)argc;
+    (void)argv;
+    if (required < SHOAL_THREAD_SINGLE || required > SHOAL_THREAD_MULTIPLE || !provided)
+        return SHOAL_EINVAL;
+    int rc = core_init(required);
+    if (rc == SHOAL_OK)
+        *provided = required;
+    return rc;
+}
+
+int shoal_query_thread(int *provided)
+{
+    if (!provided)
+        return SHOAL_EINVAL;
+    if (!initialized)
+        return SHOAL_ENOTINIT;
+    *provided = am_thread_level();
+    return SHOAL_OK;
 }
 
 /* Entry check of every call that blocks: initialized, and not in a handler. */

@@ -139,6 +139,20 @@ static void wait_for_home(const char *call, rid_t rid)
     hang_pop();
 }
 
+/* A rank asks one home one question at a time (the node's ask slot): at
+ * SHOAL_THREAD_MULTIPLE a thread waits out another's question first. */
+static void wait_ask_free(const char *call)
+{
+    if (dsm.node.ask_rid == DSM_NO_RID)
+        return;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    hang_push(call, (int)DSM_RID_HOME(dsm.node.ask_rid), 0, NULL, NULL);
+    while (dsm.node.ask_rid != DSM_NO_RID)
+        dsm_progress(&b);
+    hang_pop();
+}
+
 static struct dsm_region *map_miss(rid_t rid)
 {
     uint32_t home = DSM_RID_HOME(rid);
@@ -161,6 +175,10 @@ void *rgn_map(rid_t rid)
     uint64_t t0 = time_begin();
     dsm_check_init("rgn_map");
     struct dsm_region *r = dsm_lookup(&dsm.node, rid);
+    if (UTIL_UNLIKELY(!r)) {
+        wait_ask_free("rgn_map");
+        r = dsm_lookup(&dsm.node, rid); /* the other thread's question may have been this one */
+    }
     if (UTIL_UNLIKELY(!r))
         r = map_miss(rid);
     else if (r->urc_slot >= 0)
@@ -235,6 +253,7 @@ void rgn_delete(rid_t rid)
     dsm_check_init("rgn_delete");
     if (DSM_RID_HOME(rid) >= dsm.node.nranks)
         bad_rid(rid, "rgn_delete", "its home rank is outside the job");
+    wait_ask_free("rgn_delete");
     dsm_delete(&dsm.node, rid);
     wait_for_home("rgn_delete", rid);
     enum dsm_refusal why = dsm_delete_complete(&dsm.node);

@@ -1,6 +1,6 @@
-/* Two threads calling shoal at once: where checks are on (SHOAL_STRICT=1
- * or a debug build) the job ends with a message naming the rank, both calls
- * and both threads instead of hanging.  On rank 0 a second thread polls
+/* A second thread calling shoal at SHOAL_THREAD_SINGLE: where checks are on (SHOAL_STRICT=1
+ * or a debug build) the job ends with a message naming the rank and the
+ * call instead of hanging.  On rank 0 a second thread polls
  * while the main thread runs barriers; the other ranks run barriers.
  * Usage: test_threads (under shoalrun, 2 ranks or more) */
 #include "shoal.h"

@@ -56,6 +56,19 @@ foreach(exe consumer consumer_static)
   endif()
 endforeach()
 
+# A program written from the CMAM thesis's prototypes (Fig. 4-18), alone
+# and in a job of 4.
+step("run cmam_fig418" ${cbuild}/cmam_fig418)
+if(NOT step_output MATCHES "rank 0 of 1: fetch&add ok")
+  message(FATAL_ERROR "cmam_fig418 printed something unexpected:\n${step_output}")
+endif()
+step("run cmam_fig418 with the installed shoalrun" ${prefix}/${BINDIR}/shoalrun -n 4 ${cbuild}/cmam_fig418)
+foreach(r 0 1 2 3)
+  if(NOT step_output MATCHES "rank ${r} of 4: fetch&add ok")
+    message(FATAL_ERROR "cmam_fig418 -n 4 printed something unexpected:\n${step_output}")
+  endif()
+endforeach()
+
 # ---- installed examples, manual pages and documentation -----------------------
 set(ebuild ${WORK_DIR}/examples-build)
 step("configure the installed examples" ${CMAKE_COMMAND} -S ${prefix}/share/shoal/examples -B ${ebuild}

@@ -1,0 +1,444 @@
+/* Thread levels (issue 21 item 2), run through shoalrun:
+ *   provided:L   shoal_init_thread refuses a level outside SINGLE..MULTIPLE
+ *                and a NULL provided, grants level L (0..3) and
+ *                shoal_query_thread reports it
+ *   am           MULTIPLE: TEST_THREADS threads per rank each send
+ *                TEST_COUNT short, medium and long requests to every rank
+ *                (itself too), answered by a reply of the same kind; every
+ *                payload is checked where it lands and the counts are exact
+ *   rma          MULTIPLE: the threads put (handle, colour, fire and forget
+ *                with a fence), get back and fetch-add on every rank's
+ *                segment; the data and the counters are exact
+ *   crl          MULTIPLE: thread t of every rank increments region t
+ *                (home rank 0) in write sections; the totals are exact
+ *                (TEST_REGION_BYTES: regions that large travel in pieces,
+ *                as large mediums, checked by their last word)
+ *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
+ *                sends only once rank 0's other thread has asked for it:
+ *                the wait must give shoal's lock back between its polls
+ *   funneled     (SHOAL_STRICT=1) FUNNELED, a second thread calls shoal:
+ *                the job ends with the error naming the rank and the call
+ *   serialized   (SHOAL_STRICT=1) SERIALIZED, a second thread calls shoal
+ *                while the first waits inside: the same
+ * A watchdog ends a stuck rank after TEST_LIMIT_S seconds, saying so. */
+#include "shoal.h"
+#include "shoal/crl.h"
+#include "../common/check.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_THREADS 16
+#define SLOT 64 /* bytes a long message's slot holds */
+#define TEST_LIMIT_S 60
+
+enum { H_REQ = 1, H_REP };
+enum { K_SHORT, K_MEDIUM, K_LONG, KINDS };
+
+static int me, np, nthreads, count;
+static shoal_seg_t seg;
+static unsigned char *seg_base;
+/* requests run here per kind, replies per thread (written by handlers,
+ * which run under shoal's lock; read by the main thread after the join) */
+static _Atomic uint64_t requests_run[KINDS];
+static volatile uint64_t replies[MAX_THREADS];      /* even threads: read by shoal_wait_until */
+static _Atomic uint64_t replies_seen[MAX_THREADS]; /* odd threads: read outside shoal */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_levels: a rank is still running after the test's limit: stuck\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+/* The bytes message (src, t, i) carries: its length and contents. */
+static size_t payload_len(int t, int i)
+{
+    return (size_t)(1 + (t * 131 + i * 17) % 2000);
+}
+
+static unsigned char payload_byte(int src, int t, int i, size_t k)
+{
+    return (unsigned char)(src * 7 + t * 13 + i * 29 + (int)k);
+}
+
+static void fill(unsigned char *buf, size_t n, int src, int t, int i)
+{
+    for (size_t k = 0; k < n; k++)
+        buf[k] = payload_byte(src, t, i, k);
+}
+
+static void verify(const unsigned char *buf, size_t n, size_t want, int src, int t, int i, const char *what)
+{
+    CHECK(n == want, "rank %d: %s from rank %d thread %d #%d has %zu bytes, want %zu", me, what, src, t, i, n,
+          want);
+    for (size_t k = 0; k < n; k++)
+        CHECK(buf[k] == payload_byte(src, t, i, k), "rank %d: %s from rank %d thread %d #%d: byte %zu wrong", me,
+              what, src, t, i, k);
+}
+
+/* A long message's slot: requests in the first half of the segment, by
+ * sender, thread and number; replies in the second, by target. */
+static size_t slot_off(int reply, int rank, int t, int i)
+{
+    return ((((size_t)reply * (size_t)np + (size_t)rank) * (size_t)nthreads + (size_t)t) * (size_t)count +
+            (size_t)i) *
+           SLOT;
+}
+
+static size_t long_len(int t, int i)
+{
+    return (size_t)(1 + (t + i) % SLOT);
+}
+
+/* args: kind, thread, number */
+static void on_req(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    CHECK(na == 3, "rank %d: request with %u arguments", me, na);
+    int src = shoal_token_source(tok), kind = (int)a[0], t = (int)a[1], i = (int)a[2];
+    if (kind == K_SHORT) {
+        CHECK_RC(shoal_am_reply_short(tok, H_REP, 0, 3, a), SHOAL_OK);
+    } else if (kind == K_MEDIUM) {
+        verify(buf, n, payload_len(t, i), src, t, i, "a medium request");
+        CHECK_RC(shoal_am_reply_medium(tok, H_REP, 0, buf, n, 3, a), SHOAL_OK);
+    } else {
+        CHECK(buf == seg_base + slot_off(0, src, t, i), "rank %d: a long request landed elsewhere", me);
+        verify(buf, n, long_len(t, i), src, t, i, "a long request");
+        CHECK_RC(shoal_am_reply_long(tok, H_REP, 0, buf, n, seg, slot_off(1, me, t, i), 3, a), SHOAL_OK);
+    }
+    atomic_fetch_add_explicit(&requests_run[kind], 1, memory_order_relaxed);
+}
+
+static void on_rep(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    CHECK(na == 3, "rank %d: reply with %u arguments", me, na);
+    int src = shoal_token_source(tok), kind = (int)a[0], t = (int)a[1], i = (int)a[2];
+    if (kind == K_MEDIUM)
+        verify(buf, n, payload_len(t, i), me, t, i, "a medium reply");
+    else if (kind == K_LONG)
+        verify(buf, n, long_len(t, i), me, t, i, "a long reply");
+    (void)src;
+    if (t % 2 == 0)
+        replies[t]++;
+    else
+        atomic_fetch_add_explicit(&replies_seen[t], 1, memory_order_release);
+}
+
+static void *am_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    unsigned char buf[2048];
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < np; p++) {
+            int dest = (p + me + t) % np; /* the threads start on different ranks */
+            uint64_t a[3] = {K_SHORT, (uint64_t)t, (uint64_t)i};
+            CHECK_RC(shoal_am_request_short(dest, H_REQ, 0, 3, a), SHOAL_OK);
+            a[0] = K_MEDIUM;
+            size_t n = payload_len(t, i);
+            fill(buf, n, me, t, i);
+            CHECK_RC(shoal_am_request_medium(dest, H_REQ, 0, buf, n, 3, a), SHOAL_OK);
+            a[0] = K_LONG;
+            n = long_len(t, i);
+            fill(buf, n, me, t, i);
+            CHECK_RC(shoal_am_request_long(dest, H_REQ, 0, buf, n, seg, slot_off(0, me, t, i), 3, a), SHOAL_OK);
+        }
+    uint64_t want = (uint64_t)KINDS * (uint64_t)count * (uint64_t)np;
+    if (t % 2 == 0) { /* a wait that gives the lock back between polls */
+        CHECK_RC(shoal_wait_until(&replies[t], want), SHOAL_OK);
+    } else { /* polls from several threads at once */
+        while (atomic_load_explicit(&replies_seen[t], memory_order_acquire) < want)
+            CHECK_RC(shoal_poll(), SHOAL_OK);
+    }
+    return NULL;
+}
+
+static void run_threads(void *(*fn)(void *))
+{
+    pthread_t th[MAX_THREADS];
+    for (int t = 0; t < nthreads; t++)
+        CHECK(pthread_create(&th[t], NULL, fn, (void *)(intptr_t)t) == 0, "pthread_create");
+    for (int t = 0; t < nthreads; t++)
+        pthread_join(th[t], NULL);
+}
+
+static void test_am(void)
+{
+    CHECK_RC(shoal_am_register(H_REQ, on_req), SHOAL_OK);
+    CHECK_RC(shoal_am_register(H_REP, on_rep), SHOAL_OK);
+    CHECK_RC(shoal_seg_create(2 * slot_off(0, np, 0, 0), &seg), SHOAL_OK);
+    CHECK_RC(shoal_seg_local(seg, (void **)&seg_base, NULL), SHOAL_OK);
+    CHECK_RC(shoal_barrier(), SHOAL_OK); /* every handler sees seg_base */
+    run_threads(am_thread);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    uint64_t want = (uint64_t)np * (uint64_t)nthreads * (uint64_t)count;
+    for (int k = 0; k < KINDS; k++)
+        CHECK(atomic_load(&requests_run[k]) == want, "rank %d: %llu requests of kind %d ran, want %llu", me,
+              (unsigned long long)atomic_load(&requests_run[k]), k, (unsigned long long)want);
+    uint64_t each = (uint64_t)KINDS * (uint64_t)count * (uint64_t)np;
+    for (int t = 0; t < nthreads; t++) {
+        uint64_t extra = t % 2 == 0 ? replies[t] : atomic_load(&replies_seen[t]) - each;
+        CHECK(extra == 0, "rank %d thread %d: %llu replies beyond the count", me, t, (unsigned long long)extra);
+    }
+    printf("rank %d: %d threads, %llu requests of each kind run, every reply back\n", me, nthreads,
+           (unsigned long long)want);
+}
+
+/* ---- one-sided commands ------------------------------------------------- */
+static shoal_rmem_t *rmem;
+
+/* Segment layout: word 0 the fetch-add counter, then a word per (sender,
+ * thread, number). */
+static size_t word_off(int src, int t, int i)
+{
+    return 8 * (1 + ((size_t)src * (size_t)nthreads + (size_t)t) * (size_t)count + (size_t)i);
+}
+
+static uint64_t word_value(int src, int t, int i)
+{
+    return (uint64_t)src << 48 | (uint64_t)t << 32 | (uint64_t)i;
+}
+
+static void *rma_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    unsigned colour = 1 + (unsigned)t % (SHOAL_COLORS - 1);
+    for (int p = 0; p < np; p++) {
+        int dest = (p + me + t) % np;
+        for (int i = 0; i < count; i++) {
+            uint64_t v = word_value(me, t, i);
+            shoal_handle_t h;
+            switch (i % 3) {
+            case 0:
+                CHECK_RC(shoal_put(rmem[dest], word_off(me, t, i), &v, 8, 0, &h), SHOAL_OK);
+                CHECK_RC(shoal_wait(&h), SHOAL_OK);
+                break;
+            case 1:
+                CHECK_RC(shoal_put(rmem[dest], word_off(me, t, i), &v, 8, SHOAL_COLOR(colour), NULL), SHOAL_OK);
+                break;
+            default:
+                CHECK_RC(shoal_put(rmem[dest], word_off(me, t, i), &v, 8, SHOAL_STATUS_FAILURES, NULL), SHOAL_OK);
+            }
+            int64_t add = 1, old = -1;
+            CHECK_RC(shoal_fetch_op(rmem[dest], 0, SHOAL_AOP_ADD, SHOAL_INT64, &add, &old, 1, 0, &h), SHOAL_OK);
+            CHECK_RC(shoal_wait(&h), SHOAL_OK);
+            CHECK(old >= 0, "rank %d thread %d: fetch-add returned %lld", me, t, (long long)old);
+        }
+        CHECK_RC(shoal_color_wait(colour), SHOAL_OK);
+        CHECK_RC(shoal_fence(), SHOAL_OK);
+        for (int i = 0; i < count; i++) {
+            uint64_t got = 0;
+            CHECK_RC(shoal_get(&got, rmem[dest], word_off(me, t, i), 8, 0, NULL), SHOAL_OK);
+            CHECK(got == word_value(me, t, i), "rank %d thread %d: word %d at rank %d reads %llx, want %llx", me, t,
+                  i, dest, (unsigned long long)got, (unsigned long long)word_value(me, t, i));
+        }
+    }
+    return NULL;
+}
+
+static void test_rma(void)
+{
+    shoal_mem_t mem;
+    CHECK_RC(shoal_mem_create(word_off(np, 0, 0), SHOAL_MEM_ALL, &mem), SHOAL_OK);
+    rmem = calloc((size_t)np, sizeof *rmem);
+    CHECK(rmem != NULL, "calloc");
+    CHECK_RC(shoal_mem_exchange(mem, rmem), SHOAL_OK);
+    run_threads(rma_thread);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    uint64_t *base;
+    CHECK_RC(shoal_mem_local(mem, (void **)&base, NULL), SHOAL_OK);
+    uint64_t want = (uint64_t)np * (uint64_t)nthreads * (uint64_t)count;
+    CHECK(base[0] == want, "rank %d: the counter reads %llu, want %llu", me, (unsigned long long)base[0],
+          (unsigned long long)want);
+    printf("rank %d: %d threads, %llu puts and fetch-adds landed, gets read them back\n", me, nthreads,
+           (unsigned long long)want);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    free(rmem);
+}
+
+/* ---- CRL ---------------------------------------------------------------- */
+static rid_t rids[MAX_THREADS];
+static unsigned region_words; /* TEST_REGION_BYTES / 8: large regions travel as large mediums */
+
+static void *crl_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    uint64_t *r = rgn_map(rids[t]);
+    for (int i = 0; i < count; i++) {
+        rgn_start_write(r);
+        /* the region's last word came with its first: the whole copy travelled */
+        CHECK(r[region_words - 1] == r[0], "rank %d thread %d: region's last word %llu, first %llu", me, t,
+              (unsigned long long)r[region_words - 1], (unsigned long long)r[0]);
+        r[0]++;
+        r[1 + me] += (uint64_t)t + 1;
+        r[region_words - 1] = r[0];
+        rgn_end_write(r);
+    }
+    rgn_unmap(r);
+    return NULL;
+}
+
+static void test_crl(void)
+{
+    crl_init();
+    region_words = (unsigned)env_int("TEST_REGION_BYTES", 0) / 8;
+    if (region_words < (unsigned)np + 2)
+        region_words = (unsigned)np + 2;
+    if (me == 0)
+        for (int t = 0; t < nthreads; t++)
+            rids[t] = rgn_create(8 * region_words);
+    if (me == 0)
+        rgn_bcast_send((int)sizeof rids, rids);
+    else
+        rgn_bcast_recv((int)sizeof rids, rids);
+    run_threads(crl_thread);
+    rgn_barrier();
+    if (me == 0)
+        for (int t = 0; t < nthreads; t++) {
+            uint64_t *r = rgn_map(rids[t]);
+            rgn_start_read(r);
+            CHECK(r[0] == (uint64_t)np * (uint64_t)count, "region %d counts %llu writes, want %llu", t,
+                  (unsigned long long)r[0], (unsigned long long)np * (uint64_t)count);
+            for (int p = 0; p < np; p++)
+                CHECK(r[1 + p] == (uint64_t)(t + 1) * (uint64_t)count, "region %d: rank %d's sum %llu", t, p,
+                      (unsigned long long)r[1 + p]);
+            rgn_end_read(r);
+            rgn_unmap(r);
+        }
+    if (me == 0)
+        printf("rank 0: %d regions, %d ranks x %d writes each, exact\n", nthreads, np, count);
+    rgn_barrier();
+    crl_exit();
+}
+
+/* ---- a wait gives the lock back ----------------------------------------- */
+enum { H_GO = 3, H_ANSWER };
+static volatile uint64_t go, answered;
+
+static void on_go(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)tok, (void)buf, (void)n, (void)a, (void)na;
+    go++;
+}
+
+static void on_answer(shoal_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)tok, (void)buf, (void)n, (void)a, (void)na;
+    answered++;
+}
+
+/* Rank 0's second thread asks rank 1 for the answer its first thread
+ * waits for, once the first is inside its wait: a wait that kept the lock
+ * would keep the sender out for ever (the watchdog ends the job). */
+static void *asker(void *arg)
+{
+    (void)arg;
+    usleep(100000);
+    CHECK_RC(shoal_am_request_short(1, H_GO, 0, 0, NULL), SHOAL_OK);
+    return NULL;
+}
+
+static void test_handoff(void)
+{
+    CHECK(np == 2, "handoff runs on 2 ranks");
+    CHECK_RC(shoal_am_register(H_GO, on_go), SHOAL_OK);
+    CHECK_RC(shoal_am_register(H_ANSWER, on_answer), SHOAL_OK);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0) {
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, asker, NULL) == 0, "pthread_create");
+        CHECK_RC(shoal_wait_until(&answered, 1), SHOAL_OK);
+        pthread_join(th, NULL);
+        printf("rank 0: the wait let the other thread send the request it waited on\n");
+    } else {
+        CHECK_RC(shoal_wait_until(&go, 1), SHOAL_OK);
+        CHECK_RC(shoal_am_request_short(0, H_ANSWER, 0, 0, NULL), SHOAL_OK);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+}
+
+/* ---- the lower levels misused ------------------------------------------- */
+static volatile uint64_t never;
+
+static void *intruder(void *arg)
+{
+    (void)arg;
+    usleep(200000); /* the main thread is inside shoal_wait_until by now */
+    CHECK_RC(shoal_poll(), SHOAL_OK);
+    fprintf(stderr, "rank %d: a second thread called shoal and was not stopped\n", me);
+    exit(1);
+}
+
+static void test_misuse(void)
+{
+    pthread_t th;
+    if (me == 0)
+        CHECK(pthread_create(&th, NULL, intruder, NULL) == 0, "pthread_create");
+    shoal_wait_until(&never, 1); /* never returns: the intruder ends the job */
+}
+
+static void test_provided(int level)
+{
+    int got = -1;
+    CHECK_RC(shoal_query_thread(&got), SHOAL_ENOTINIT);
+    CHECK_RC(shoal_init_thread(NULL, NULL, SHOAL_THREAD_MULTIPLE + 1, &got), SHOAL_EINVAL);
+    CHECK_RC(shoal_init_thread(NULL, NULL, -1, &got), SHOAL_EINVAL);
+    CHECK_RC(shoal_init_thread(NULL, NULL, level, NULL), SHOAL_EINVAL);
+    CHECK_RC(shoal_init_thread(NULL, NULL, level, &got), SHOAL_OK);
+    CHECK(got == level, "provided %d, required %d", got, level);
+    got = -1;
+    CHECK_RC(shoal_query_thread(&got), SHOAL_OK);
+    CHECK(got == level, "shoal_query_thread says %d, granted %d", got, level);
+    CHECK_RC(shoal_query_thread(NULL), SHOAL_EINVAL);
+    printf("rank %d: level %d granted and reported\n", shoal_rank(), level);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|handoff|funneled|serialized");
+    signal(SIGALRM, on_alarm);
+    alarm(TEST_LIMIT_S);
+    nthreads = env_int("TEST_THREADS", 3);
+    count = env_int("TEST_COUNT", 300);
+    CHECK(nthreads >= 1 && nthreads <= MAX_THREADS && count >= 1, "TEST_THREADS 1..%d, TEST_COUNT >= 1",
+          MAX_THREADS);
+    const char *c = argv[1];
+    if (strncmp(c, "provided:", 9) == 0) {
+        test_provided(atoi(c + 9));
+        return shoal_finalize() == SHOAL_OK ? 0 : 1;
+    }
+    int want = strcmp(c, "funneled") == 0     ? SHOAL_THREAD_FUNNELED
+               : strcmp(c, "serialized") == 0 ? SHOAL_THREAD_SERIALIZED
+                                              : SHOAL_THREAD_MULTIPLE;
+    int got;
+    CHECK_RC(shoal_init_thread(NULL, NULL, want, &got), SHOAL_OK);
+    CHECK(got == want, "provided %d, required %d", got, want);
+    me = shoal_rank();
+    np = shoal_size();
+    if (strcmp(c, "am") == 0)
+        test_am();
+    else if (strcmp(c, "rma") == 0)
+        test_rma();
+    else if (strcmp(c, "crl") == 0)
+        test_crl();
+    else if (strcmp(c, "handoff") == 0)
+        test_handoff();
+    else if (strcmp(c, "funneled") == 0 || strcmp(c, "serialized") == 0)
+        test_misuse();
+    else
+        CHECK(0, "unknown case %s", c);
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+    return 0;
+}
