@@ -157,6 +157,10 @@ SHOAL_API double shoal_wtime(void);
  * SHOAL_ENOTINIT before shoal_init; enable without a disable: SHOAL_EINVAL. */
 SHOAL_API int shoal_handlers_disable(void);
 SHOAL_API int shoal_handlers_enable(void);
+/* 1 when a progress thread runs handlers while the application computes
+ * (SHOAL_PROGRESS=thread), 0 in poll mode or outside shoal_init..finalize.
+ * Cannot fail. */
+SHOAL_API int shoal_progress_threaded(void);
 
 /* ---- active messages ----------------------------------------------------- */
 #define SHOAL_AM_MAX_ARGS 16      /* 64-bit argument words per message */
@@ -474,6 +478,14 @@ SHOAL_API int shoal_signal(shoal_rmem_t m, size_t off, const void *data, size_t 
  * SHOAL_EAGAIN. */
 SHOAL_API int shoal_signal_next(shoal_mem_t mem, size_t off, void *buf, size_t cap, size_t *n,
                                 int *src);
+/* Owner: blocks until a signal has been delivered to the structure since
+ * the caller last looked (MBCF's task wake-up).  *seen is the number of
+ * deliveries the caller has seen (mod 2^32; 0 after shoal_signal_init):
+ * returns SHOAL_OK once the structure's count differs, storing it there,
+ * or SHOAL_ETIMEDOUT after timeout_s seconds.  With SHOAL_PROGRESS=thread
+ * the caller sleeps in the kernel and the progress thread's delivery wakes
+ * it; otherwise it polls as shoal_wait_until does. */
+SHOAL_API int shoal_signal_wait(shoal_mem_t mem, size_t off, uint32_t *seen, double timeout_s);
 /* Owner: the running flag and entries waiting (for tests and tools). */
 SHOAL_API int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queued);
 

@@ -28,21 +28,30 @@
 #define APP_BUILD "crl"
 #endif
 
-/* CRL runs its protocol only when a rank calls into it (shoal polls; the
- * thesis's machines took interrupts), so a rank computing without CRL calls
- * holds up every miss on the regions it is home to.  Computing loops call
- * app_poll once per unit of work; it polls on every `every`-th call, which
- * the callers choose to be about a microsecond of work: a miss waits half
- * of that on average, and a poll (~10-20 ns) costs a few percent of it.
- * Alone, a rank has nobody to serve and never polls (the thesis's
- * interrupts cost nothing when no message arrives). */
+/* With SHOAL_PROGRESS=poll CRL runs its protocol only when a rank calls
+ * into it (the thesis's machines took interrupts), so a rank computing
+ * without CRL calls holds up every miss on the regions it is home to.
+ * Computing loops call app_poll once per unit of work; it polls on every
+ * `every`-th call, which the callers choose to be about a microsecond of
+ * work: a miss waits half of that on average, and a poll (~10-20 ns) costs
+ * a few percent of it.  With SHOAL_PROGRESS=thread shoal's progress thread
+ * serves the misses as they arrive (the interrupt of the thesis's
+ * machines), and app_poll never polls.  Alone, a rank has nobody to serve
+ * and never polls (the thesis's interrupts cost nothing when no message
+ * arrives). */
 struct app_poll {
     unsigned ticks, every;
 };
 
 static inline struct app_poll app_poll_init(unsigned every)
 {
-    return (struct app_poll){0, crl_num_nodes() > 1 ? every : UINT_MAX};
+#ifdef SHOAL_CRL_NULL
+    (void)every;
+    return (struct app_poll){0, UINT_MAX};
+#else
+    int serve = crl_num_nodes() > 1 && !shoal_progress_threaded();
+    return (struct app_poll){0, serve ? every : UINT_MAX};
+#endif
 }
 
 #ifndef SHOAL_CRL_NULL

@@ -132,6 +132,15 @@ static inline void am_guard_leave(int *held)
  * progress thread starts; the thread calling it is the main thread. */
 void am_thread_level_set(int level);
 int am_thread_level(void);
+/* 1 when the calling thread holds the lock (inside a call or a critical
+ * section): then no other thread can deliver, and a wait must poll. */
+int am_lock_mine(void);
+/* A blocking wait's sleep in thread mode, with the lock not held: returns
+ * when *word != val, after ns (UINT64_MAX: no limit), or when woken; whoever changes *word calls
+ * am_progress_unblock (the wait announces itself first, so the wake-up's
+ * system call is paid only when someone sleeps). */
+void am_progress_block(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
+void am_progress_unblock(_Atomic uint32_t *word);
 /* Starts the progress thread when SHOAL_PROGRESS=thread (end of shoal_init):
  * SHOAL_OK or SHOAL_ESYS after logging why. */
 int am_progress_start(void);

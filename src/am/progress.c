@@ -199,9 +199,25 @@ int am_wait_unlocked(struct util_backoff *b, int progressed)
     return 1;
 }
 
-static void am_futex(_Atomic uint32_t *word, int op, uint32_t val)
+static void am_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
-    syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+    syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
+
+int am_lock_mine(void)
+{
+    return atomic_load_explicit(&am_lock_owner, memory_order_relaxed) == am_self();
+}
+
+void am_progress_block(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    am_futex(word, FUTEX_WAIT, val, ns == UINT64_MAX ? NULL : &ts);
+}
+
+void am_progress_unblock(_Atomic uint32_t *word)
+{
+    am_futex(word, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
 void am_progress_ring(int dest)
@@ -213,7 +229,7 @@ void am_progress_ring(int dest)
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&bell->asleep, memory_order_relaxed) &&
         atomic_exchange_explicit(&bell->asleep, 0, memory_order_relaxed))
-        am_futex(&bell->asleep, FUTEX_WAKE, 1);
+        am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
 }
 
 /* Polls with the lock held; with a bell, announces the sleep before the
@@ -237,7 +253,7 @@ static void am_nap(uint64_t ns)
 static void am_progress_sleep(void)
 {
     if (am_prog.bell) {
-        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1); /* returns at once if a sender cleared it */
+        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1, NULL); /* returns at once if a sender cleared it */
     } else if (am_prog.fd >= 0) {
         struct pollfd pfd = {.fd = am_prog.fd, .events = POLLIN};
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)am_prog.sleep_ns};
@@ -325,7 +341,7 @@ void am_progress_stop(void)
         return;
     atomic_store_explicit(&am_prog.stop, 1, memory_order_seq_cst);
     if (am_prog.bell && atomic_exchange_explicit(&am_prog.bell->asleep, 0, memory_order_seq_cst))
-        am_futex(&am_prog.bell->asleep, FUTEX_WAKE, 1);
+        am_futex(&am_prog.bell->asleep, FUTEX_WAKE, 1, NULL);
     pthread_join(am_prog.thread, NULL);
     am_prog.started = 0;
     am_threaded = 0;
@@ -351,4 +367,9 @@ int shoal_handlers_enable(void)
     if (am_locking)
         am_lock_leave();
     return SHOAL_OK;
+}
+
+int shoal_progress_threaded(void)
+{
+    return am_threaded;
 }

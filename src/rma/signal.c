@@ -19,7 +19,9 @@ struct sig_head {
     int32_t handler;   /* index, or SHOAL_SIG_POLL */
     uint32_t enabled;
     uint64_t buf_bytes; /* BUFFER modes */
-    char pad0[40];
+    _Atomic uint32_t arrivals; /* deliveries since init, mod 2^32 (shoal_signal_wait's futex word) */
+    _Atomic uint32_t waiting;  /* 1 while a shoal_signal_wait may sleep on arrivals */
+    char pad0[32];
     uint32_t running;
     int32_t last_src;  /* BUFFER modes: who wrote last */
     uint64_t last_len;
@@ -142,6 +144,18 @@ static int sig_store(struct sig_head *s, char *seg, uint64_t seg_size, uint64_t 
     }
 }
 
+/* Counts a delivery and wakes a shoal_signal_wait asleep on it (MBCF's
+ * task wake-up): the count before the look at the flag, as the waiter
+ * sets the flag before its last look at the count, so one of the two sees
+ * the other (store-load order needs the full fence). */
+static void sig_arrived(struct sig_head *s)
+{
+    atomic_fetch_add_explicit(&s->arrivals, 1, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->waiting, memory_order_relaxed))
+        am_progress_unblock(&s->arrivals);
+}
+
 int rma_signal_deliver(shoal_mem_t mem, char *seg, uint64_t seg_size, uint64_t off, int src, const void *data,
                        size_t n, uint64_t offset)
 {
@@ -163,12 +177,13 @@ int rma_signal_deliver(shoal_mem_t mem, char *seg, uint64_t seg_size, uint64_t o
     const void *view;
     if ((rc = sig_store(s, seg, seg_size, off, src, data, n, offset, &view)) != SHOAL_OK)
         return rc;
-    if (!invoke)
-        return SHOAL_OK;
-    s->running = 1;
-    fn(mem, (size_t)off, src, view, n, (size_t)offset);
-    if (s->condition == SHOAL_SIG_EVERY_BLOCKING || s->condition == SHOAL_SIG_EVERY)
-        s->running = 0;
+    if (invoke) {
+        s->running = 1;
+        fn(mem, (size_t)off, src, view, n, (size_t)offset);
+        if (s->condition == SHOAL_SIG_EVERY_BLOCKING || s->condition == SHOAL_SIG_EVERY)
+            s->running = 0;
+    }
+    sig_arrived(s);
     return SHOAL_OK;
 }
 
@@ -212,4 +227,65 @@ int shoal_signal_state(shoal_mem_t mem, size_t off, int *running, uint32_t *queu
     if (queued)
         *queued = v.s->storage == SHOAL_SIG_STORE_QUEUE ? rma_fifo_count((char *)v.s + SIG_HEAD_BYTES) : 0;
     return SHOAL_OK;
+}
+
+/* One look at the count, with the lock held.  SHOAL_OK: it moved (the
+ * new count is in *seen); SHOAL_EAGAIN: not yet, *s is the structure. */
+static int sig_wait_look(shoal_mem_t mem, size_t off, uint32_t *seen, struct sig_head **s)
+{
+    AM_GUARD();
+    int rc = am_blocking_allowed("shoal_signal_wait");
+    struct sig_view v;
+    if (rc || (rc = own_sig(mem, off, &v)) != SHOAL_OK)
+        return rc;
+    uint32_t now = atomic_load_explicit(&v.s->arrivals, memory_order_acquire);
+    *s = v.s;
+    if (now == *seen)
+        return SHOAL_EAGAIN;
+    *seen = now;
+    return SHOAL_OK;
+}
+
+/* Thread mode, outside any critical section: sleeps in the kernel until
+ * the progress thread delivers a signal here, or ns pass. */
+static void sig_sleep(struct sig_head *s, uint32_t seen, uint64_t ns)
+{
+    atomic_store_explicit(&s->waiting, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->arrivals, memory_order_relaxed) == seen)
+        am_progress_block(&s->arrivals, seen, ns);
+    atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
+}
+
+/* One poll of a wait that no other thread can deliver for. */
+static void sig_poll(struct util_backoff *b)
+{
+    AM_GUARD();
+    am_progress_wait(b, 0);
+}
+
+int shoal_signal_wait(shoal_mem_t mem, size_t off, uint32_t *seen, double timeout_s)
+{
+    if (!seen || !(timeout_s >= 0))
+        return SHOAL_EINVAL;
+    /* a limit past ~30 years is no limit (and would overflow) */
+    uint64_t start = util_now_ns(), limit = timeout_s < 1e9 ? (uint64_t)(timeout_s * 1e9) : UINT64_MAX;
+    struct util_backoff b;
+    util_backoff_init(&b);
+    /* at least one wait step and a look after it, so that a zero timeout
+     * still runs what has arrived */
+    for (int last = 0;;) {
+        struct sig_head *s;
+        int rc = sig_wait_look(mem, off, seen, &s);
+        if (rc != SHOAL_EAGAIN)
+            return rc;
+        if (last)
+            return SHOAL_ETIMEDOUT;
+        uint64_t waited = util_now_ns() - start;
+        last = waited >= limit;
+        if (am_threaded && !am_lock_mine())
+            sig_sleep(s, *seen, last ? 0 : limit - waited);
+        else
+            sig_poll(&b);
+    }
 }
