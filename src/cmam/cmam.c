@@ -134,32 +134,29 @@ static void cmam_call(CMAM_fun fn, unsigned kinds, const uint64_t *w)
     ((cmam_call_t)fn)(iw[0], iw[1], iw[2], iw[3], fw[0], fw[1], fw[2], fw[3]);
 }
 
-static void cmam_h_request(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+/* Runs the handler a message names, with the request it may reply to
+ * (NULL in a reply handler, which may not reply). */
+static void cmam_run(shoal_token_t tok, const uint64_t *args, shoal_token_t replies_to)
 {
-    (void)buf;
-    (void)n;
-    (void)nargs;
     CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), tok);
     if (!fn)
         return;
     shoal_token_t outer = cur_request;
-    cur_request = tok;
+    cur_request = replies_to;
     cmam_call(fn, (unsigned)(args[0] >> CMAM_REF_KINDS_SHIFT) & 0xffu, args + 1);
     cur_request = outer;
 }
 
+static void cmam_h_request(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
+{
+    (void)buf, (void)n, (void)nargs;
+    cmam_run(tok, args, tok);
+}
+
 static void cmam_h_reply(shoal_token_t tok, void *buf, size_t n, const uint64_t *args, unsigned nargs)
 {
-    (void)buf;
-    (void)n;
-    (void)nargs;
-    CMAM_fun fn = cmam_resolve(args[0] & ~(UINT64_C(0xff) << CMAM_REF_KINDS_SHIFT), tok);
-    if (!fn)
-        return;
-    shoal_token_t outer = cur_request; /* a reply handler may not reply */
-    cur_request = NULL;
-    cmam_call(fn, (unsigned)(args[0] >> CMAM_REF_KINDS_SHIFT) & 0xffu, args + 1);
-    cur_request = outer;
+    (void)buf, (void)n, (void)nargs;
+    cmam_run(tok, args, NULL);
 }
 
 static void cmam_check_node(const char *call, int node)

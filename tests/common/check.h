@@ -31,6 +31,24 @@ static inline double test_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Sleeps s seconds, through signals. */
+static inline void test_nap(double s)
+{
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Work that calls nothing (no shoal call, no system call), for s seconds. */
+static inline void test_busy(double s)
+{
+    volatile double x = 1.0;
+    double t0 = test_now();
+    while (test_now() - t0 < s)
+        for (int i = 0; i < 1000; i++)
+            x = x * 1.0000001 + 1e-9;
+}
+
 /* A deadline for wait loops: fails the test with `what` once passed. */
 #define TEST_DEADLINE(start, seconds, what)                                           \
     CHECK(test_now() - (start) < (seconds), "timed out after %d s waiting for %s",   \

@@ -65,23 +65,6 @@ static void add(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigne
     count_handler();
 }
 
-static void nap(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-/* Work that calls nothing, for s seconds. */
-static void compute(double s)
-{
-    volatile double x = 1.0;
-    double t0 = test_now();
-    while (test_now() - t0 < s)
-        for (int i = 0; i < 1000; i++)
-            x = x * 1.0000001 + 1e-9;
-}
-
 /* One request to rank 1 and its reply (bounded); the round trip in s. */
 static double round_trip(double limit_s)
 {
@@ -108,7 +91,7 @@ static void test_answer(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (me == 1) {
-        compute(COMPUTE_S);
+        test_busy(COMPUTE_S);
         uint64_t n = atomic_load(&handled), on = atomic_load(&handled_on_thread);
         printf("rank 1: %llu pings answered while computing, %llu of them on the progress thread\n",
                (unsigned long long)n, (unsigned long long)on);
@@ -117,10 +100,10 @@ static void test_answer(void)
     } else if (me == 0) {
         double rtt[MAX_PINGS], t0 = test_now();
         int k = 0;
-        nap(0.1); /* rank 1 is computing by now */
+        test_nap(0.1); /* rank 1 is computing by now */
         while (k < MAX_PINGS && test_now() - t0 < COMPUTE_S - 0.3) {
             rtt[k++] = round_trip(2 * COMPUTE_S);
-            nap(0.02);
+            test_nap(0.02);
         }
         qsort(rtt, (size_t)k, sizeof rtt[0], cmp_double);
         printf("rank 0: %d replies from a computing rank: min %.1f us, median %.1f us, max %.1f us\n", k,
@@ -146,9 +129,9 @@ static void test_answer_poll(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (me == 1)
-        compute(COMPUTE_S);
+        test_busy(COMPUTE_S);
     else if (me == 0) {
-        nap(0.1);
+        test_nap(0.1);
         double t = round_trip(10);
         printf("rank 0: poll mode: the reply from a computing rank took %.3f s\n", t);
         CHECK(t > 1.0, "reply in %.3f s while the target computed %.1f s without polling", t, COMPUTE_S);
@@ -215,7 +198,7 @@ static void test_idle(void)
 {
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     double c0 = cpu_seconds(), t0 = test_now();
-    nap(IDLE_S);
+    test_nap(IDLE_S);
     double share = (cpu_seconds() - c0) / (test_now() - t0);
     printf("rank %d: idle for %.1f s in thread mode: %.3f %% of a core\n", me, IDLE_S, share * 100);
     /* The issue's target, under 1 %, is measured on a quiet machine (PERFORMANCE.md); beside
@@ -223,7 +206,7 @@ static void test_idle(void)
      * in CI over udp).  What this checks is that the thread sleeps: one that polls uses 10-100 %. */
     CHECK(share < 0.05, "an idle rank used %.2f %% of a core, want < 5 %%", share * 100);
     if (me == 1)
-        nap(1.0); /* outside shoal: its progress thread answers */
+        test_nap(1.0); /* outside shoal: its progress thread answers */
     else if (me == 0)
         printf("rank 0: a ping to the sleeping rank 1: %.1f us\n", round_trip(0.9) * 1e6);
     CHECK_RC(shoal_barrier(), SHOAL_OK);

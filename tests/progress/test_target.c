@@ -50,22 +50,6 @@ static void sig_handler(shoal_mem_t mem, size_t off, int src, const void *data, 
     atomic_fetch_add_explicit(tid() != main_tid ? &sig_on_thread : &sig_on_main, 1, memory_order_release);
 }
 
-static void nap(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-static void compute(double s)
-{
-    volatile double x = 1.0;
-    double t0 = test_now();
-    while (test_now() - t0 < s)
-        for (int i = 0; i < 1000; i++)
-            x = x * 1.0000001 + 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -149,16 +133,16 @@ static void test_served(void)
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     uint64_t before = atomic_load(&sig_on_thread);
     if (me == 1) {
-        compute(COMPUTE_S);
+        test_busy(COMPUTE_S);
         check_target(base, mem, before);
     } else if (me == 0) {
         static double t[OPS][MAX_ROUNDS];
         double t0 = test_now();
         int k = 0;
-        nap(0.1); /* rank 1 is computing by now */
+        test_nap(0.1); /* rank 1 is computing by now */
         while (k < MAX_ROUNDS && test_now() - t0 < COMPUTE_S - 0.3) {
             round_of_commands(all[1], k++, t);
-            nap(0.02);
+            test_nap(0.02);
         }
         CHECK(test_now() - t0 < COMPUTE_S, "the rounds outlasted the computation: not a test of it");
         for (int op = 0; op < OPS; op++) {
@@ -184,9 +168,9 @@ static void test_served_poll(void)
     char *base = setup(&mem, all);
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (me == 1) {
-        compute(COMPUTE_S);
+        test_busy(COMPUTE_S);
     } else if (me == 0) {
-        nap(0.1);
+        test_nap(0.1);
         uint64_t v = 7;
         double t0 = test_now();
         CHECK_RC(shoal_put(all[1], DATA_OFF, &v, 8, 0, NULL), SHOAL_OK);
@@ -251,7 +235,7 @@ static void wait_signals(shoal_mem_t mem, const char *base, uint32_t *seen)
 static void send_signals(shoal_rmem_t m)
 {
     for (int i = 0; i < SIGNALS; i++) {
-        nap(SIGNAL_GAP_S);
+        test_nap(SIGNAL_GAP_S);
         double now = test_now();
         CHECK_RC(shoal_signal(m, SIG_OFF, &now, sizeof now, 0, 0, NULL), SHOAL_OK);
     }
@@ -287,7 +271,7 @@ static void test_sigwait(void)
               (unsigned long long)ran, SIGNALS + 1);
         printf("rank 0: a wait inside a critical section returned (count %u)\n", seen);
     } else if (me == 1) {
-        nap(0.1);
+        test_nap(0.1);
         double now = test_now();
         CHECK_RC(shoal_signal(all[0], SIG_OFF, &now, sizeof now, 0, 0, NULL), SHOAL_OK);
     }
