@@ -107,7 +107,7 @@ static char trunc_buf[8];
 static uint64_t attach_a[2], attach_b[2];
 static volatile unsigned long last_len[GAMMA_FIRST_RESERVED];
 static volatile int errs[GAMMA_FIRST_RESERVED], last_errno;
-static volatile int depth[GAMMA_FIRST_RESERVED], max_depth;
+static volatile int depth[GAMMA_FIRST_RESERVED];
 
 static void note(void)
 {
