@@ -463,7 +463,7 @@ void crl_init(void)
     memset(&dsm, 0, sizeof dsm);
     dsm.started_shoal = started;
     if (dsm_node_init(&dsm.node, (uint32_t)shoal_rank(), (uint32_t)shoal_size(), dsm_wire_send_msg, node_fail,
-                      forget, NULL))
+                      forget, NULL, DSM_TABLE_BITS))
         shoal_abort(1, "crl: out of memory for the region table");
     dsm.urc_size = (uint32_t)util_config_int(CFG_CRL_URC_SIZE);
     dsm.urc = calloc(dsm.urc_size ? dsm.urc_size : 1, sizeof *dsm.urc);

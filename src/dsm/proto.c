@@ -123,14 +123,14 @@ static void protocol_error(struct dsm_node *node, const struct dsm_region *r, co
 
 /* ---- region table --------------------------------------------------------- */
 
-static inline uint32_t bucket_of(dsm_rid_t rid)
+static inline uint32_t bucket_of(const struct dsm_node *node, dsm_rid_t rid)
 {
-    return (uint32_t)((rid * 0x9E3779B97F4A7C15ull) >> 51); /* 13 bits: 8192 buckets */
+    return (uint32_t)((rid * 0x9E3779B97F4A7C15ull) >> (64 - node->table_bits));
 }
 
 struct dsm_region *dsm_lookup(const struct dsm_node *node, dsm_rid_t rid)
 {
-    struct dsm_region *r = node->buckets[bucket_of(rid)];
+    struct dsm_region *r = node->buckets[bucket_of(node, rid)];
     while (r && r->rid != rid)
         r = r->hash_next;
     return r;
@@ -138,7 +138,7 @@ struct dsm_region *dsm_lookup(const struct dsm_node *node, dsm_rid_t rid)
 
 void dsm_table_insert(struct dsm_node *node, struct dsm_region *r)
 {
-    struct dsm_region **b = &node->buckets[bucket_of(r->rid)];
+    struct dsm_region **b = &node->buckets[bucket_of(node, r->rid)];
     r->hash_next = *b;
     *b = r;
 }
@@ -146,14 +146,14 @@ void dsm_table_insert(struct dsm_node *node, struct dsm_region *r)
 void dsm_table_remove(struct dsm_node *node, struct dsm_region *r)
 {
     dsm_observe_leave(node, r);
-    struct dsm_region **p = &node->buckets[bucket_of(r->rid)];
+    struct dsm_region **p = &node->buckets[bucket_of(node, r->rid)];
     while (*p != r)
         p = &(*p)->hash_next;
     *p = r->hash_next;
 }
 
 int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send, dsm_fail_fn fail,
-                  dsm_forget_fn forget, void *ctx)
+                  dsm_forget_fn forget, void *ctx, uint32_t table_bits)
 {
     memset(node, 0, sizeof *node);
     node->rank = rank;
@@ -163,13 +163,14 @@ int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_sen
     node->forget = forget;
     node->ctx = ctx;
     node->ask_rid = DSM_NO_RID;
-    node->buckets = calloc(DSM_TABLE_BUCKETS, sizeof *node->buckets);
+    node->table_bits = table_bits;
+    node->buckets = calloc((size_t)1 << table_bits, sizeof *node->buckets);
     return node->buckets ? 0 : -1;
 }
 
 void dsm_node_fini(struct dsm_node *node)
 {
-    for (uint32_t b = 0; node->buckets && b < DSM_TABLE_BUCKETS; b++) {
+    for (uint32_t b = 0; node->buckets && b < (1u << node->table_bits); b++) {
         struct dsm_region *r = node->buckets[b];
         while (r) {
             struct dsm_region *next = r->hash_next;

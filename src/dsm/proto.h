@@ -260,7 +260,7 @@ typedef void (*dsm_fail_fn)(struct dsm_node *node, const char *what);
  * be NULL. */
 typedef void (*dsm_forget_fn)(struct dsm_node *node, struct dsm_region *r);
 
-#define DSM_TABLE_BUCKETS 8192u /* §4.4 */
+#define DSM_TABLE_BITS 13u /* 8192 buckets, §4.4 */
 
 struct dsm_observer; /* dsm/observe.h: sees every coherence message received */
 
@@ -280,7 +280,8 @@ struct dsm_node {
     dsm_fail_fn fail;
     dsm_forget_fn forget;
     void *ctx; /* the glue's or the simulator's */
-    struct dsm_region **buckets;
+    struct dsm_region **buckets; /* 1 << table_bits of them */
+    uint32_t table_bits;
     struct dsm_region *deleted_mappings; /* state Deleted, until their last unmap */
     struct dsm_stats stats;
     /* the map miss or rgn_delete in progress: its home's answer lands here */
@@ -310,8 +311,10 @@ static inline void dsm_note_call(struct dsm_node *node, struct dsm_region *r, en
 
 /* Node set-up and tear-down (frees every region still in the table and
  * every mapping set aside by a delete). */
+/* table_bits: DSM_TABLE_BITS for a rank; the simulator, whose nodes hold a
+ * region or two and are set up once per explored state, passes fewer. */
 int dsm_node_init(struct dsm_node *node, uint32_t rank, uint32_t nranks, dsm_send_fn send,
-                  dsm_fail_fn fail, dsm_forget_fn forget, void *ctx);
+                  dsm_fail_fn fail, dsm_forget_fn forget, void *ctx, uint32_t table_bits);
 void dsm_node_fini(struct dsm_node *node);
 
 /* Region table (hash on rid, chained). */

@@ -61,7 +61,7 @@ void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo)
     s->nregions = nregions;
     s->fifo = fifo;
     for (unsigned n = 0; n < nnodes; n++)
-        if (dsm_node_init(&s->nodes[n], n, nnodes, on_send, on_engine_fail, NULL, s))
+        if (dsm_node_init(&s->nodes[n], n, nnodes, on_send, on_engine_fail, NULL, s, SIM_TABLE_BITS))
             sim_fail(s, "out of memory");
         else {
             s->nodes[n].act = sim_act;

@@ -17,6 +17,9 @@
 #define SIM_MAX_FLIGHT 64
 #define SIM_MAX_OPS 8
 #define SIM_DATA 8 /* every simulated region holds one uint64_t */
+/* A node's region table: a region or two, and the explorers set every node
+ * up once per state they visit, so 8192 buckets would be most of their time. */
+#define SIM_TABLE_BITS 4u
 
 /* A delete must be the last step on its region anywhere: it waits until
  * no other node has a step left on the region (rgn_delete's rule: no other
