@@ -54,6 +54,7 @@ static struct {
     uint64_t chained;       /* last epoch the member after this one in its chain passed on */
     uint32_t expect;        /* rank 0: chain tokens the barrier in progress waits for */
     int *leaders;           /* the lowest rank of every host, in rank order */
+    uint32_t chains;        /* the leaders' algorithm: 0 dissemination, else the K-chain's K */
     int *all;               /* 0 .. size - 1: coll_barrier_chain's members */
     int nleaders;
     int leader_index;       /* this rank's in leaders[]; -1 if it is not one */
@@ -151,6 +152,8 @@ static unsigned rounds_for(int n)
     return k;
 }
 
+static uint32_t coll_chains(void);
+
 /* Who leads which host; computed at the first barrier, when every layer
  * below knows its peers. */
 static void coll_layout(void)
@@ -176,6 +179,7 @@ static void coll_layout(void)
     if (bb.host_rounds + rounds_for(bb.nleaders) > COLL_RELEASE_ROUND)
         util_fatal("barrier: %d hosts of up to %d ranks need more than %u flag rounds", bb.nleaders,
                    nlocal, COLL_RELEASE_ROUND);
+    bb.chains = coll_chains();
 }
 
 const int *coll_leaders(int *n)
@@ -379,8 +383,8 @@ static void coll_disseminate(const int *members, int n, int me, unsigned round0,
     hang_pop();
 }
 
-/* The leaders' algorithm (SHOAL_BARRIER): 0 for dissemination, else the
- * K of the K-chain. */
+/* The leaders' algorithm (SHOAL_BARRIER), chosen once with the layout: 0
+ * for dissemination, else the K of the K-chain. */
 static uint32_t coll_chains(void)
 {
     const char *alg = util_config_str(CFG_BARRIER);
@@ -395,9 +399,8 @@ static uint32_t coll_chains(void)
 /* Across hosts, among the leaders; then each leader releases its host. */
 static void coll_cross_hosts(uint64_t epoch)
 {
-    uint32_t k = coll_chains();
-    if (k)
-        coll_chain(bb.leaders, bb.nleaders, bb.leader_index, k, epoch);
+    if (bb.chains)
+        coll_chain(bb.leaders, bb.nleaders, bb.leader_index, bb.chains, epoch);
     else
         coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.host_rounds, epoch);
     int n;

@@ -144,13 +144,15 @@ static int sig_store(struct sig_head *s, char *seg, uint64_t seg_size, uint64_t 
     }
 }
 
-/* Counts a delivery and wakes a shoal_signal_wait asleep on it (MBCF's
- * task wake-up): the count before the look at the flag, as the waiter
+/* Counts a delivery and, in thread mode, wakes a shoal_signal_wait asleep
+ * on it (MBCF's task wake-up): the count before the look at the flag, as the waiter
  * sets the flag before its last look at the count, so one of the two sees
  * the other (store-load order needs the full fence). */
 static void sig_arrived(struct sig_head *s)
 {
     atomic_fetch_add_explicit(&s->arrivals, 1, memory_order_release);
+    if (!am_threaded)
+        return; /* only a thread-mode wait sleeps (shoal_signal_wait) */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->waiting, memory_order_relaxed))
         am_progress_unblock(&s->arrivals);
