@@ -157,14 +157,20 @@ static void table_grow(struct bh *bh)
     free(old);
 }
 
+/* rid's entry, or the free one where it would go (mapped NULL). */
+static struct node_entry *table_slot(const struct bh *bh, rid_t rid)
+{
+    size_t s = slot_of(bh, rid);
+    while (bh->table[s].mapped && bh->table[s].rid != rid)
+        s = (s + 1) & (bh->table_size - 1);
+    return &bh->table[s];
+}
+
 static struct node_entry *node_entry(struct bh *bh, rid_t rid)
 {
     if (2 * (bh->table_count + 1) > bh->table_size)
         table_grow(bh);
-    size_t s = slot_of(bh, rid);
-    while (bh->table[s].mapped && bh->table[s].rid != rid)
-        s = (s + 1) & (bh->table_size - 1);
-    struct node_entry *e = &bh->table[s];
+    struct node_entry *e = table_slot(bh, rid);
     if (!e->mapped) {
         *e = (struct node_entry){.rid = rid, .mapped = rgn_map(rid), .copy_step = -1};
         bh->table_count++;
@@ -635,24 +641,34 @@ static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
     return w.interactions;
 }
 
-/* The remote nodes the last step's walks read, copied before this step's
- * walks start.  The bodies moved little, so the walks will want nearly all
- * of them; fetched in a burst while the other ranks do the same, each miss
- * is served by a home that is itself waiting, at once, where a miss in
- * the middle of a walk waits for the home's next poll. */
-static void prefetch_remote_nodes(struct bh *bh)
+/* The nodes of this step's tree that the last step's walks read, copied
+ * before this step's walks start.  The bodies moved little, so the walks
+ * will want nearly all of them; fetched in a burst while the other ranks do
+ * the same, each miss is served by a home that is itself waiting, at once,
+ * where a miss in the middle of a walk waits for the home's next poll.
+ * Found from the root down, not by scanning the node table: a region whose
+ * tree position is not in this step's tree holds last step's node, and
+ * fetching it would be a wasted miss. */
+static void prefetch_nodes(struct bh *bh)
 {
-    for (size_t s = 0; s < bh->table_size; s++) {
-        struct node_entry *e = &bh->table[s];
-        if (e->mapped && e->copy_step == bh->step - 1 && (unsigned)(e->rid >> 32) != bh->me)
-            entry_copy(bh, e);
+    rid_t stack[8 * MAX_DEPTH];
+    int top = 0;
+    stack[top++] = bh->root;
+    while (top) {
+        struct node_entry *e = table_slot(bh, stack[--top]);
+        if (!e->mapped || e->copy_step != bh->step - 1)
+            continue;
+        const union node *n = entry_copy(bh, e);
+        for (int o = 0; n->h.kind == CELL && o < 8; o++)
+            if (n->cell.child_kind[o] != EMPTY)
+                stack[top++] = n->cell.child[o];
     }
 }
 
 static void forces(struct bh *bh)
 {
     if (bh->nranks > 1 && !bh->p->fine)
-        prefetch_remote_nodes(bh);
+        prefetch_nodes(bh);
     bh->kinetic = bh->potential = 0;
     for (size_t k = bh->first; k < bh->first + bh->count; k++) {
         struct body *b = body(bh, k);
