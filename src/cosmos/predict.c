@@ -170,6 +170,7 @@ static int cosmos_mhr_grow(struct cosmos_pred *p)
     free(p->mhr);
     p->mhr = t;
     p->mhr_cap = cap;
+    p->c.grows++;
     return 0;
 }
 
@@ -238,6 +239,7 @@ static int cosmos_pool_grow(struct cosmos_pred *p)
     free(p->pool);
     p->pool = t;
     p->pool_cap = cap;
+    p->c.grows++;
     return 0;
 }
 
