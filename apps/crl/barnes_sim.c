@@ -5,7 +5,8 @@
  * leaf, and the root cell (rank 0's).  A rank that creates a cell or leaf
  * at a tree position (its octant path from the root) uses the same region
  * for that position in every later step, so a region stays one part of
- * the tree and its coherence messages repeat from step to step.  A cell names its children by rid; a leaf holds up to LEAF_MAX
+ * the tree and its coherence messages repeat from step to step.  A cell
+ * names its children by rid; a leaf holds up to LEAF_MAX
  * bodies, with a copy of each body's mass and position taken when it was
  * inserted (positions do not change while the tree stands), so the force
  * walk reads leaves and not bodies.  Global sums, minima and maxima go
