@@ -2,8 +2,11 @@
  * octree, after SPLASH-2 barnes.
  *
  * Regions: one per body (created by its owner), per tree cell and per tree
- * leaf (from per-rank pools, reused every step), and the root cell (rank
- * 0's).  A cell names its children by rid; a leaf holds up to LEAF_MAX
+ * leaf, and the root cell (rank 0's).  A rank that creates a cell or leaf
+ * at a tree position (its octant path from the root) uses the same region
+ * for that position in every later step, so a region stays one part of
+ * the tree and its coherence messages repeat from step to step.  A cell
+ * names its children by rid; a leaf holds up to LEAF_MAX
  * bodies, with a copy of each body's mass and position taken when it was
  * inserted (positions do not change while the tree stands), so the force
  * walk reads leaves and not bodies.  Global sums, minima and maxima go
@@ -78,18 +81,30 @@ struct node_entry {
     int copy_step;      /* the step the copy was taken in */
 };
 
-/* The cells or leaves this rank created; used[0..used) are in this step's tree. */
+/* A node's tree position: its depth and the integer coordinates of its
+ * cube among the 2^depth per axis (the octant path read as three numbers). */
+struct tree_pos {
+    uint64_t at[3];
+    int depth;
+};
+
+/* The cells or leaves this rank created, one per tree position it ever
+ * created one at; order[0..used) are the ones in this step's tree. */
 struct pool {
     rid_t *rid;
     union node **node;
-    int *depth;  /* kept privately too: ordering the centre-of-mass work reads no region */
-    size_t created, used, capacity;
+    struct tree_pos *pos; /* kept privately: ordering the centre-of-mass work reads no region */
+    int *taken_step;      /* the step the node was last taken in */
+    size_t *order;
+    size_t *slot;         /* open addressing on pos: index + 1, 0 free */
+    size_t created, used, capacity, slots;
 };
 
 /* A cell on the path of the last insertion, and the octant taken from it. */
 struct path_step {
     rid_t cell;
     double center[3], half;
+    struct tree_pos pos;
     int octant;
 };
 
@@ -143,14 +158,20 @@ static void table_grow(struct bh *bh)
     free(old);
 }
 
+/* rid's entry, or the free one where it would go (mapped NULL). */
+static struct node_entry *table_slot(const struct bh *bh, rid_t rid)
+{
+    size_t s = slot_of(bh, rid);
+    while (bh->table[s].mapped && bh->table[s].rid != rid)
+        s = (s + 1) & (bh->table_size - 1);
+    return &bh->table[s];
+}
+
 static struct node_entry *node_entry(struct bh *bh, rid_t rid)
 {
     if (2 * (bh->table_count + 1) > bh->table_size)
         table_grow(bh);
-    size_t s = slot_of(bh, rid);
-    while (bh->table[s].mapped && bh->table[s].rid != rid)
-        s = (s + 1) & (bh->table_size - 1);
-    struct node_entry *e = &bh->table[s];
+    struct node_entry *e = table_slot(bh, rid);
     if (!e->mapped) {
         *e = (struct node_entry){.rid = rid, .mapped = rgn_map(rid), .copy_step = -1};
         bh->table_count++;
@@ -191,34 +212,88 @@ static const union node *node_copy(struct bh *bh, rid_t rid)
 
 /* ---- pools ----------------------------------------------------------------- */
 
-/* A fresh node of my pool, under a write operation, emptied. */
-static union node *take_node(struct bh *bh, int kind, int depth, rid_t *rid)
+static struct tree_pos child_pos(const struct tree_pos *parent, int o)
+{
+    struct tree_pos p = {.depth = parent->depth + 1};
+    for (int d = 0; d < 3; d++)
+        p.at[d] = parent->at[d] << 1 | (uint64_t)(o >> d & 1);
+    return p;
+}
+
+static int same_pos(const struct tree_pos *a, const struct tree_pos *b)
+{
+    return a->depth == b->depth && a->at[0] == b->at[0] && a->at[1] == b->at[1] && a->at[2] == b->at[2];
+}
+
+static size_t pos_slot(const struct pool *p, const struct tree_pos *pos)
+{
+    uint64_t h = (uint64_t)pos->depth;
+    for (int d = 0; d < 3; d++)
+        h = (h ^ pos->at[d]) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (p->slots - 1);
+}
+
+/* Where pos's index is, or the free slot where it would go. */
+static size_t *pool_slot(const struct pool *p, const struct tree_pos *pos)
+{
+    size_t s = pos_slot(p, pos);
+    while (p->slot[s] && !same_pos(&p->pos[p->slot[s] - 1], pos))
+        s = (s + 1) & (p->slots - 1);
+    return &p->slot[s];
+}
+
+static void pool_grow(struct pool *p)
+{
+    p->capacity = p->capacity ? 2 * p->capacity : 256;
+    p->rid = realloc(p->rid, p->capacity * sizeof *p->rid);
+    p->node = realloc(p->node, p->capacity * sizeof *p->node);
+    p->pos = realloc(p->pos, p->capacity * sizeof *p->pos);
+    p->taken_step = realloc(p->taken_step, p->capacity * sizeof *p->taken_step);
+    p->order = realloc(p->order, p->capacity * sizeof *p->order);
+    if (!p->rid || !p->node || !p->pos || !p->taken_step || !p->order)
+        abort();
+    free(p->slot);
+    p->slots = 2 * p->capacity;
+    p->slot = app_alloc(p->slots * sizeof *p->slot);
+    for (size_t i = 0; i < p->created; i++)
+        *pool_slot(p, &p->pos[i]) = i + 1;
+}
+
+/* My node at tree position pos (created the first time), under a write
+ * operation, emptied.  A position holds one cell and one leaf at most per
+ * step (a leaf is replaced by a cell, never the reverse), so a node is
+ * taken once per step. */
+static union node *take_node(struct bh *bh, int kind, const struct tree_pos *pos, rid_t *rid)
 {
     struct pool *p = kind == CELL ? &bh->cells : &bh->leaves;
-    if (depth >= MAX_DEPTH) {
+    if (pos->depth >= MAX_DEPTH) {
         fprintf(stderr, "barnes: tree deeper than %d (coincident bodies?)\n", MAX_DEPTH);
         abort();
     }
-    if (p->used == p->created) {
-        if (p->created == p->capacity) {
-            p->capacity = p->capacity ? 2 * p->capacity : 256;
-            p->rid = realloc(p->rid, p->capacity * sizeof *p->rid);
-            p->node = realloc(p->node, p->capacity * sizeof *p->node);
-            p->depth = realloc(p->depth, p->capacity * sizeof *p->depth);
-            if (!p->rid || !p->node || !p->depth)
-                abort();
-        }
-        p->rid[p->created] = rgn_create(kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
-        p->node[p->created] = node(bh, p->rid[p->created]);
-        p->created++;
+    if (p->created == p->capacity)
+        pool_grow(p);
+    size_t *slot = pool_slot(p, pos), i = *slot - 1;
+    if (!*slot) {
+        i = p->created++;
+        *slot = i + 1;
+        p->pos[i] = *pos;
+        p->rid[i] = rgn_create(kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
+        p->node[i] = node(bh, p->rid[i]);
+        p->taken_step[i] = -1;
     }
-    union node *n = p->node[p->used];
-    p->depth[p->used] = depth;
-    *rid = p->rid[p->used++];
+    if (p->taken_step[i] == bh->step) {
+        fprintf(stderr, "barnes: rank %u took the %s at depth %d twice in a step\n", bh->me,
+                kind == CELL ? "cell" : "leaf", pos->depth);
+        abort();
+    }
+    p->taken_step[i] = bh->step;
+    p->order[p->used++] = i;
+    union node *n = p->node[i];
+    *rid = p->rid[i];
     rgn_start_write(n);
     memset(n, 0, kind == CELL ? sizeof(struct cell) : sizeof(struct leaf));
     n->h.kind = kind;
-    n->h.depth = depth;
+    n->h.depth = pos->depth;
     return n;
 }
 
@@ -235,11 +310,13 @@ static void child_center(double center[3], double half, int o)
         center[d] += (o >> d & 1 ? 0.5 : -0.5) * half;
 }
 
-static void add_member(struct bh *bh, struct cell *c, int o, const struct member *m)
+/* Adds m to octant o of c (at cpos; write held), in a new leaf if empty. */
+static void add_member(struct bh *bh, struct cell *c, const struct tree_pos *cpos, int o, const struct member *m)
 {
     struct leaf *l;
     if (c->child_kind[o] == EMPTY) {
-        l = &take_node(bh, LEAF, c->h.depth + 1, &c->child[o])->leaf;
+        struct tree_pos pos = child_pos(cpos, o);
+        l = &take_node(bh, LEAF, &pos, &c->child[o])->leaf;
         c->child_kind[o] = LEAF;
     } else {
         l = &node(bh, c->child[o])->leaf; /* a leaf of the cell being built: write held */
@@ -249,10 +326,12 @@ static void add_member(struct bh *bh, struct cell *c, int o, const struct member
 
 /* Replaces the full leaf under c's octant o (both under write operations)
  * by a new cell holding its members in new leaves. */
-static void split_leaf(struct bh *bh, struct cell *c, int o, struct leaf *full, const double center[3], double half)
+static void split_leaf(struct bh *bh, const struct tree_pos *cpos, struct cell *c, int o, struct leaf *full,
+                       const double center[3], double half)
 {
     rid_t rid;
-    struct cell *sub = &take_node(bh, CELL, c->h.depth + 1, &rid)->cell;
+    struct tree_pos sub_pos = child_pos(cpos, o);
+    struct cell *sub = &take_node(bh, CELL, &sub_pos, &rid)->cell;
     double sub_center[3] = {center[0], center[1], center[2]};
     child_center(sub_center, half, o);
     int touched[8] = {0};
@@ -260,7 +339,7 @@ static void split_leaf(struct bh *bh, struct cell *c, int o, struct leaf *full, 
         int so = octant(sub_center, full->member[i].pos);
         if (sub->child_kind[so] == EMPTY)
             touched[so] = 1;
-        add_member(bh, sub, so, &full->member[i]);
+        add_member(bh, sub, &sub_pos, so, &full->member[i]);
     }
     for (int so = 0; so < 8; so++)
         if (touched[so])
@@ -271,12 +350,13 @@ static void split_leaf(struct bh *bh, struct cell *c, int o, struct leaf *full, 
     rgn_end_write(sub);
 }
 
-/* Places m in a leaf of octant o of c (write held), splitting a full
- * leaf; returns 1 when placed, 0 when octant o now holds a cell to descend. */
-static int place(struct bh *bh, struct cell *c, int o, const struct member *m, const double center[3], double half)
+/* Places m in a leaf of octant o of the path's cell c (write held),
+ * splitting a full leaf; returns 1 when placed, 0 when octant o now holds a
+ * cell to descend. */
+static int place(struct bh *bh, const struct path_step *here, struct cell *c, int o, const struct member *m)
 {
     if (c->child_kind[o] == EMPTY) {
-        add_member(bh, c, o, m);
+        add_member(bh, c, &here->pos, o, m);
         rgn_end_write(node(bh, c->child[o]));
         return 1;
     }
@@ -289,7 +369,7 @@ static int place(struct bh *bh, struct cell *c, int o, const struct member *m, c
         rgn_end_write(l);
         return 1;
     }
-    split_leaf(bh, c, o, l, center, half);
+    split_leaf(bh, &here->pos, c, o, l, here->center, here->half);
     rgn_end_write(l);
     return 0;
 }
@@ -340,7 +420,7 @@ static void insert(struct bh *bh, const struct member *m)
         int placed = kind == LEAF && add_to_leaf(bh, child, m);
         if (!placed && kind != CELL) {
             rgn_start_write(c); /* the octant may have changed since the read */
-            placed = place(bh, c, o, m, here->center, here->half);
+            placed = place(bh, here, c, o, m);
             child = c->child[o];
             rgn_end_write(c);
         }
@@ -349,7 +429,7 @@ static void insert(struct bh *bh, const struct member *m)
             return;
         }
         here->octant = o;
-        path[i + 1] = (struct path_step){.cell = child, .half = here->half / 2};
+        path[i + 1] = (struct path_step){.cell = child, .half = here->half / 2, .pos = child_pos(&here->pos, o)};
         memcpy(path[i + 1].center, here->center, sizeof here->center);
         child_center(path[i + 1].center, here->half, o);
         i++;
@@ -392,23 +472,23 @@ static void cell_mass(struct bh *bh, struct cell *c)
 static int deepest(const struct pool *p, int depth)
 {
     for (size_t i = 0; i < p->used; i++)
-        if (p->depth[i] > depth)
-            depth = p->depth[i];
+        if (p->pos[p->order[i]].depth > depth)
+            depth = p->pos[p->order[i]].depth;
     return depth;
 }
 
 static void start_writes(const struct pool *p)
 {
     for (size_t i = 0; i < p->used; i++)
-        rgn_start_write(p->node[i]);
+        rgn_start_write(p->node[p->order[i]]);
 }
 
 /* Computes my nodes at this depth and ends the write held on each. */
 static void masses_at_depth(struct bh *bh, const struct pool *p, int depth)
 {
     for (size_t i = 0; i < p->used; i++) {
-        union node *n = p->node[i];
-        if (p->depth[i] != depth)
+        union node *n = p->node[p->order[i]];
+        if (p->pos[p->order[i]].depth != depth)
             continue;
         if (n->h.kind == LEAF)
             leaf_mass(&n->leaf);
@@ -562,24 +642,34 @@ static uint32_t gravity(struct bh *bh, struct body *b, rid_t self)
     return w.interactions;
 }
 
-/* The remote nodes the last step's walks read, copied before this step's
- * walks start.  The bodies moved little, so the walks will want nearly all
- * of them; fetched in a burst while the other ranks do the same, each miss
- * is served by a home that is itself waiting, at once, where a miss in
- * the middle of a walk waits for the home's next poll. */
-static void prefetch_remote_nodes(struct bh *bh)
+/* The nodes of this step's tree that the last step's walks read, copied
+ * before this step's walks start.  The bodies moved little, so the walks
+ * will want nearly all of them; fetched in a burst while the other ranks do
+ * the same, each miss is served by a home that is itself waiting, at once,
+ * where a miss in the middle of a walk waits for the home's next poll.
+ * Found from the root down, not by scanning the node table: a region whose
+ * tree position is not in this step's tree holds last step's node, and
+ * fetching it would be a wasted miss. */
+static void prefetch_nodes(struct bh *bh)
 {
-    for (size_t s = 0; s < bh->table_size; s++) {
-        struct node_entry *e = &bh->table[s];
-        if (e->mapped && e->copy_step == bh->step - 1 && (unsigned)(e->rid >> 32) != bh->me)
-            entry_copy(bh, e);
+    rid_t stack[8 * MAX_DEPTH];
+    int top = 0;
+    stack[top++] = bh->root;
+    while (top) {
+        struct node_entry *e = table_slot(bh, stack[--top]);
+        if (!e->mapped || e->copy_step != bh->step - 1)
+            continue;
+        const union node *n = entry_copy(bh, e);
+        for (int o = 0; n->h.kind == CELL && o < 8; o++)
+            if (n->cell.child_kind[o] != EMPTY)
+                stack[top++] = n->cell.child[o];
     }
 }
 
 static void forces(struct bh *bh)
 {
     if (bh->nranks > 1 && !bh->p->fine)
-        prefetch_remote_nodes(bh);
+        prefetch_nodes(bh);
     bh->kinetic = bh->potential = 0;
     for (size_t k = bh->first; k < bh->first + bh->count; k++) {
         struct body *b = body(bh, k);
@@ -792,8 +882,20 @@ static void delete_pool(const struct pool *p)
         rgn_delete(p->rid[i]);
 }
 
-/* Unmaps everything and deletes what I created; nobody uses it any more. */
-static void release(struct bh *bh)
+static void free_pool(struct pool *p)
+{
+    free(p->rid);
+    free(p->node);
+    free(p->pos);
+    free(p->taken_step);
+    free(p->order);
+    free(p->slot);
+}
+
+/* Unmaps everything.  Before the last barrier, so that the flushes of
+ * copies the unmapping evicts reach regions that still exist (a message
+ * for a deleted region is only offered to Cosmos's table, a cold line). */
+static void unmap_all(struct bh *bh)
 {
     for (size_t i = 0; i < bh->table_size; i++)
         if (bh->table[i].mapped) {
@@ -803,6 +905,11 @@ static void release(struct bh *bh)
     for (size_t k = 0; k < bh->n; k++)
         if (bh->body[k])
             rgn_unmap(bh->body[k]);
+}
+
+/* Deletes what I created; nobody uses it any more. */
+static void release(struct bh *bh)
+{
     for (size_t k = bh->home_first; k < bh->home_first + bh->home_count; k++)
         rgn_delete(bh->body_rid[k]);
     delete_pool(&bh->cells);
@@ -814,12 +921,8 @@ static void release(struct bh *bh)
     free(bh->body_rid);
     free(bh->cost);
     free(bh->zone);
-    free(bh->cells.rid);
-    free(bh->cells.node);
-    free(bh->cells.depth);
-    free(bh->leaves.rid);
-    free(bh->leaves.node);
-    free(bh->leaves.depth);
+    free_pool(&bh->cells);
+    free_pool(&bh->leaves);
 }
 
 void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_result *result)
@@ -854,6 +957,7 @@ void SIM_ENTRY(barnes_run)(const struct barnes_params *params, struct barnes_res
         result->energy[params->steps] = energy;
     if (result->state)
         gather(&bh, params->bodies, result->state);
+    unmap_all(&bh);
     rgn_barrier();
     release(&bh);
 }

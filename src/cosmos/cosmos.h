@@ -137,6 +137,7 @@ struct cosmos_counts {
     uint64_t pht_entries;        /* PHT entries, static and pool */
     uint64_t pool_used;          /* of those, from the shared pool */
     uint64_t pool_failed;        /* histories not learnt: the pool was full */
+    uint64_t grows;              /* times a table doubled (the call that does takes microseconds) */
 };
 void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c);
 

@@ -20,6 +20,10 @@
 #define COSMOS_KEY_ANY 0xffffu /* the MHR key's sender without sender_index */
 #define COSMOS_INIT_SLOTS 64
 #define COSMOS_LINE 64
+/* The held filter's bits per MHR slot: at most 1 in 16 bits is set (the
+ * table doubles at half load), so a block the table does not hold is
+ * probed for in vain 1 time in 16 or less. */
+#define COSMOS_HELD_BITS 8
 
 /* A PHT entry of the pool. */
 struct cosmos_pent {
@@ -57,6 +61,7 @@ struct cosmos_pred {
     uint64_t hist_mask;
     struct cosmos_mhr *mhr; /* mhr_cap slots, a power of two */
     size_t mhr_cap, mhr_used;
+    uint64_t *held; /* COSMOS_HELD_BITS per MHR slot: a block's bit is set once the table holds it */
     size_t loaded; /* embedded states loaded (struct cosmos_blk in the caller's memory) */
     struct cosmos_pent *pool; /* pool_cap slots, a power of two */
     size_t pool_cap;
@@ -82,6 +87,13 @@ static inline size_t cosmos_mhr_slot(uint64_t block, uint32_t sender, size_t cap
 static inline size_t cosmos_pool_slot(uint32_t id, uint64_t hist, size_t cap)
 {
     return cosmos_mix(hist ^ ((uint64_t)id * 0x9e3779b97f4a7c15ULL)) & (cap - 1);
+}
+
+/* The held filter's bit of a block, from the hash's high half (a slot
+ * comes from its low bits). */
+static inline size_t cosmos_held_bit(uint64_t block, size_t cap)
+{
+    return (size_t)(cosmos_mix(block) >> 32) & (COSMOS_HELD_BITS * cap - 1);
 }
 
 static size_t cosmos_pow2_at_least(size_t n)
@@ -116,9 +128,10 @@ int cosmos_create(const struct cosmos_cfg *cfg, struct cosmos_pred **out)
     p->pool_cap = cfg->pool_entries ? cosmos_pow2_at_least(2 * cfg->pool_entries)
                                     : COSMOS_INIT_SLOTS;
     p->mhr = cosmos_table(p->mhr_cap, sizeof(*p->mhr));
+    p->held = cosmos_table(p->mhr_cap, COSMOS_HELD_BITS / 8);
     p->pool = cosmos_table(p->pool_cap, sizeof(*p->pool));
     p->next_id = 1;
-    if (!p->mhr || !p->pool) {
+    if (!p->mhr || !p->held || !p->pool) {
         cosmos_destroy(p);
         return SHOAL_ENOMEM;
     }
@@ -131,6 +144,7 @@ void cosmos_destroy(struct cosmos_pred *p)
     if (!p)
         return;
     free(p->mhr);
+    free(p->held);
     free(p->pool);
     free(p);
 }
@@ -158,18 +172,33 @@ static struct cosmos_mhr *cosmos_mhr_free_slot(struct cosmos_mhr *t, size_t cap,
     return &t[i];
 }
 
+static void cosmos_held_set(uint64_t *held, uint64_t block, size_t cap)
+{
+    size_t bit = cosmos_held_bit(block, cap);
+    held[bit / 64] |= 1ULL << (bit % 64);
+}
+
 static int cosmos_mhr_grow(struct cosmos_pred *p)
 {
     size_t cap = p->mhr_cap * 2;
     struct cosmos_mhr *t = cosmos_table(cap, sizeof(*t));
-    if (!t)
+    uint64_t *held = cosmos_table(cap, COSMOS_HELD_BITS / 8);
+    if (!t || !held) {
+        free(t);
+        free(held);
         return SHOAL_ENOMEM;
+    }
     for (size_t i = 0; i < p->mhr_cap; i++)
-        if (p->mhr[i].b.id)
+        if (p->mhr[i].b.id) {
             *cosmos_mhr_free_slot(t, cap, p->mhr[i].block, p->mhr[i].b.sender) = p->mhr[i];
+            cosmos_held_set(held, p->mhr[i].block, cap);
+        }
     free(p->mhr);
+    free(p->held);
+    p->held = held;
     p->mhr = t;
     p->mhr_cap = cap;
+    p->c.grows++;
     return 0;
 }
 
@@ -183,6 +212,7 @@ static struct cosmos_mhr *cosmos_mhr_slot_for(struct cosmos_pred *p, uint64_t bl
     if (2 * (p->mhr_used + 1) > p->mhr_cap && cosmos_mhr_grow(p) != 0)
         return NULL;
     m = cosmos_mhr_free_slot(p->mhr, p->mhr_cap, block, sender);
+    cosmos_held_set(p->held, block, p->mhr_cap);
     m->block = block;
     m->b.sender = (uint16_t)sender;
     p->mhr_used++;
@@ -238,6 +268,7 @@ static int cosmos_pool_grow(struct cosmos_pred *p)
     free(p->pool);
     p->pool = t;
     p->pool_cap = cap;
+    p->c.grows++;
     return 0;
 }
 
@@ -339,12 +370,22 @@ int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsig
     return cosmos_step(p, m ? &m->b : NULL, (uint16_t)tuple);
 }
 
+/* Whether the table may hold block: its bit in the held filter. */
+static int cosmos_held(const struct cosmos_pred *p, uint64_t block)
+{
+    size_t bit = cosmos_held_bit(block, p->mhr_cap);
+    return (int)(p->held[bit / 64] >> (bit % 64) & 1);
+}
+
 /* An embedded state's first use: the block's state parked in the table, or
- * a new one.  An empty table is not probed: its line is as cold as any when
- * blocks come for the first time one after another (LU). */
+ * a new one.  The table is probed only when the held filter's bit says it
+ * may hold the block: a probe is a cold line, and most first uses are of
+ * blocks never parked (every new block in LU; in Barnes-Hut every tree
+ * node's first message at each side, 16 % of its messages, with the table
+ * not empty). */
 static void cosmos_blk_load(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block)
 {
-    const struct cosmos_mhr *m = p->mhr_used ? cosmos_mhr_find(p, block, COSMOS_KEY_ANY) : NULL;
+    const struct cosmos_mhr *m = cosmos_held(p, block) ? cosmos_mhr_find(p, block, COSMOS_KEY_ANY) : NULL;
     if (m)
         *b = m->b;
     else
@@ -432,6 +473,6 @@ void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c)
 
 size_t cosmos_mem_bytes(const struct cosmos_pred *p)
 {
-    return sizeof(*p) + p->mhr_cap * sizeof(*p->mhr) + p->pool_cap * sizeof(*p->pool) +
+    return sizeof(*p) + p->mhr_cap * (sizeof(*p->mhr) + COSMOS_HELD_BITS / 8) + p->pool_cap * sizeof(*p->pool) +
            p->loaded * sizeof(struct cosmos_blk);
 }

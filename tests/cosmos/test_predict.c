@@ -440,6 +440,10 @@ static void test_memory(void)
         CHECK(cosmos_observe(p, b, 1, COSMOS_GET_RO_REQ) >= 0, "observe");
     size_t full = cosmos_mem_bytes(p);
     CHECK(full > empty, "1000 blocks did not grow the tables (%zu bytes)", full);
+    struct cosmos_counts c;
+    cosmos_counts(p, &c);
+    /* 64 MHR slots doubled at half load up to 2048 for 1000 keys: 5 doublings */
+    CHECK(c.grows == 5, "1000 blocks: %" PRIu64 " table growths, expected 5", c.grows);
     for (uint64_t b = 0; b < 1000; b++)
         CHECK(cosmos_observe(p, b, 2, COSMOS_GET_RO_REQ) >= 0, "observe");
     CHECK(cosmos_mem_bytes(p) == full, "known blocks grew the tables: %zu -> %zu", full, cosmos_mem_bytes(p));
