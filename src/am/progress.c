@@ -19,6 +19,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -63,6 +64,7 @@ static struct {
     struct shm_doorbell *bell; /* this rank's, when shm is the only way in; else NULL */
     int fd;                    /* else the transport's wait_fd, -1: none */
     uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
+    uint64_t spin_ns;          /* SHOAL_PROGRESS_SPIN_US: polls this long before a sleep */
 } am_prog;
 
 static inline uintptr_t am_self(void)
@@ -263,28 +265,62 @@ static void am_progress_sleep(void)
     }
 }
 
+/* Takes back the sleep am_progress_poll announced. */
+static void am_progress_awake(void)
+{
+    if (am_prog.bell)
+        atomic_store_explicit(&am_prog.bell->asleep, 0, memory_order_relaxed);
+}
+
+/* One look with the lock held; outside the spin, with a bell, announces
+ * the sleep before the look.  Returns what ran, -1: the application holds
+ * the lock. */
+static int am_progress_look(uintptr_t me, int spinning)
+{
+    if (!am_lock_try(me))
+        return -1;
+    am_lock_depth = 1;
+    unsigned n = spinning ? am_poll(0) : am_progress_poll();
+    am_lock_leave();
+    return (int)n;
+}
+
+/* Polls until nothing arrived for spin_ns, then sleeps until arrival.  The
+ * spin is what makes a stream of requests (a home serving misses) cost no
+ * wake-up each; it yields the CPU at every look, so on a core shared with
+ * the application it takes only what nobody else wants. */
 static void *am_progress_main(void *arg)
 {
     (void)arg;
     uintptr_t me = am_self();
     atomic_store_explicit(&am_prog_self, me, memory_order_relaxed);
     uint64_t busy_ns = AM_PROGRESS_BUSY_MIN_NS;
+    uint64_t spin_end = util_now_ns() + am_prog.spin_ns;
     while (!atomic_load_explicit(&am_prog.stop, memory_order_acquire)) {
-        if (!am_lock_try(me)) {
+        int spinning = am_prog.spin_ns && util_now_ns() < spin_end;
+        int n = am_progress_look(me, spinning);
+        if (n > 0) {
+            if (!spinning)
+                am_progress_awake();
+            spin_end = util_now_ns() + am_prog.spin_ns;
+            continue;
+        }
+        if (spinning) {
+            sched_yield();
+            continue;
+        }
+        if (n < 0) {
             am_nap(busy_ns); /* the application is inside shoal and runs handlers itself */
             busy_ns = busy_ns * 2 < AM_PROGRESS_BUSY_MAX_NS ? busy_ns * 2 : AM_PROGRESS_BUSY_MAX_NS;
             continue;
         }
         busy_ns = AM_PROGRESS_BUSY_MIN_NS;
-        am_lock_depth = 1;
-        unsigned n = am_progress_poll();
-        am_lock_leave();
         /* the bell was set before this look (am_progress_poll's fence), so
          * a stop requested after it rings the bell */
-        if (n == 0 && !atomic_load_explicit(&am_prog.stop, memory_order_seq_cst))
+        if (!atomic_load_explicit(&am_prog.stop, memory_order_seq_cst))
             am_progress_sleep();
-        if (am_prog.bell)
-            atomic_store_explicit(&am_prog.bell->asleep, 0, memory_order_relaxed);
+        am_progress_awake();
+        spin_end = util_now_ns() + am_prog.spin_ns;
     }
     return NULL;
 }
@@ -317,6 +353,7 @@ int am_progress_start(void)
         return SHOAL_OK;
     am_prog.bell = am.tp ? NULL : shm_doorbell(am.shm, am.rank);
     am_prog.fd = am.tp && am.tp->wait_fd ? am.tp->wait_fd() : -1;
+    am_prog.spin_ns = (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
     am_prog.sleep_ns = am_prog.fd >= 0 && !am_has_shm_peers() ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
