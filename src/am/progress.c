@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -42,6 +43,7 @@ static unsigned am_disabled; /* shoal_handlers_disable nesting */
 static _Atomic unsigned am_lock_waiters; /* application threads spinning for the lock */
 static uintptr_t am_main_self;           /* the thread that called shoal_init */
 static _Atomic uintptr_t am_prog_self;   /* the progress thread */
+_Atomic int am_bells_owed;
 
 /* The progress thread sleeps this long when the application is inside
  * shoal (it runs handlers itself then), doubling up to the cap. */
@@ -127,8 +129,13 @@ static void am_lock_enter(const char *call)
 
 void am_lock_leave(void)
 {
-    if (--am_lock_depth == 0)
-        atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
+    if (--am_lock_depth != 0)
+        return;
+    /* a burst ends with the call (or the handler batch) that sent it: on
+     * shm its messages are in the rings, and their receivers must wake */
+    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+        am_progress_ring_owed();
+    atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
 }
 
 /* SINGLE and FUNNELED: only the thread that called shoal_init calls shoal
@@ -222,7 +229,11 @@ void am_progress_unblock(_Atomic uint32_t *word)
     am_futex(word, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
-void am_progress_ring(int dest)
+/* Bit r: local rank r's bell is owed (words of 64 ranks; atomic, as
+ * sends at MULTIPLE may one day run without the lock). */
+static _Atomic uint64_t *am_owed;
+
+static void am_ring(int dest)
 {
     struct shm_doorbell *bell = shm_doorbell(am.shm, dest);
     /* The message's control word before the look at the bell, as the
@@ -232,6 +243,30 @@ void am_progress_ring(int dest)
     if (atomic_load_explicit(&bell->asleep, memory_order_relaxed) &&
         atomic_exchange_explicit(&bell->asleep, 0, memory_order_relaxed))
         am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
+}
+
+void am_progress_ring_owed(void)
+{
+    atomic_store_explicit(&am_bells_owed, 0, memory_order_relaxed);
+    for (int w = 0; w < (am.nranks + 63) / 64; w++)
+        for (uint64_t bits = atomic_exchange_explicit(&am_owed[w], 0, memory_order_relaxed); bits;
+             bits &= bits - 1)
+            am_ring(w * 64 + __builtin_ctzll(bits));
+}
+
+/* A burst (SHOAL_MORE) rings once, at its end: the receiver wakes to the
+ * whole burst instead of to its first message, and the sender pays one
+ * fence, not one per message. */
+void am_progress_ring(int dest, unsigned more)
+{
+    if (more) {
+        atomic_fetch_or_explicit(&am_owed[dest / 64], 1ull << (dest % 64), memory_order_relaxed);
+        atomic_store_explicit(&am_bells_owed, 1, memory_order_relaxed);
+        return;
+    }
+    am_ring(dest);
+    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+        am_progress_ring_owed();
 }
 
 /* Polls with the lock held; with a bell, announces the sleep before the
@@ -351,6 +386,9 @@ int am_progress_start(void)
 {
     if (strcmp(util_config_str(CFG_PROGRESS), "thread") != 0)
         return SHOAL_OK;
+    am_owed = calloc((size_t)(am.nranks + 63) / 64, sizeof *am_owed);
+    if (!am_owed)
+        return SHOAL_ENOMEM;
     am_prog.bell = am.tp ? NULL : shm_doorbell(am.shm, am.rank);
     am_prog.fd = am.tp && am.tp->wait_fd ? am.tp->wait_fd() : -1;
     am_prog.spin_ns = (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
@@ -365,6 +403,8 @@ int am_progress_start(void)
     if (err) {
         am_threaded = 0;
         am_guard_update();
+        free(am_owed);
+        am_owed = NULL;
         LOG(LOG_ERROR, "SHOAL_PROGRESS=thread: cannot start the progress thread: %s", strerror(err));
         return SHOAL_ESYS;
     }
@@ -383,6 +423,9 @@ void am_progress_stop(void)
     am_prog.started = 0;
     am_threaded = 0;
     am_guard_update();
+    am_progress_ring_owed(); /* a burst cut short: its receivers may sleep */
+    free(am_owed);
+    am_owed = NULL;
 }
 
 int shoal_handlers_disable(void)

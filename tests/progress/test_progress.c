@@ -11,6 +11,9 @@
  *                no update is lost (von Eicken's Active Messages thesis §5 test 6)
  *   idle         (thread mode) a rank sleeping outside shoal uses < 1 % of
  *                a core, and its progress thread still answers
+ *   burst        (thread mode) a burst sent with SHOAL_MORE on every
+ *                message reaches a rank asleep outside shoal within 0.5 s
+ *                (the doorbell, rung once per burst, is not left owed)
  * Every rank prints what it measured on stdout. */
 #include "shoal.h"
 #include "../common/check.h"
@@ -212,9 +215,38 @@ static void test_idle(void)
     CHECK_RC(shoal_barrier(), SHOAL_OK);
 }
 
+#define BURST 16
+
+/* Rank 1 sends a burst whose every message, the last too, says SHOAL_MORE,
+ * then computes: the burst's doorbell is owed only until that call
+ * returns, so rank 0, asleep outside shoal, has all of it run by its
+ * progress thread. */
+static void test_burst(void)
+{
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    uint64_t before = atomic_load(&handled);
+    if (me == 1) {
+        test_nap(0.1); /* rank 0's progress thread sleeps by now */
+        for (int i = 0; i < BURST; i++)
+            CHECK_RC(shoal_am_request_short(0, H_ADD, SHOAL_MORE, 0, NULL), SHOAL_OK);
+        test_nap(0.6);
+    } else if (me == 0) {
+        double t0 = test_now();
+        while (atomic_load_explicit(&handled, memory_order_acquire) - before < BURST) {
+            test_nap(0.001);
+            TEST_DEADLINE(t0, 0.6, "a burst sent with SHOAL_MORE to a rank outside shoal");
+        }
+        CHECK(atomic_load(&handled_on_thread) == BURST, "%llu of %d requests ran on the progress thread",
+              (unsigned long long)atomic_load(&handled_on_thread), BURST);
+        printf("rank 0: a %d-message burst (SHOAL_MORE throughout) ran on the progress thread %.1f ms after the "
+               "barrier (sent after 100 ms)\n", BURST, (test_now() - t0) * 1e3);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+}
+
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_progress answer|answer_poll|critical|idle");
+    CHECK(argc == 2, "usage: test_progress answer|answer_poll|critical|idle|burst");
     main_tid = tid();
     CHECK_RC(shoal_handlers_disable(), SHOAL_ENOTINIT);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
@@ -227,7 +259,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*fn)(void);
     } tests[] = {{"answer", test_answer}, {"answer_poll", test_answer_poll}, {"critical", test_critical},
-                 {"idle", test_idle}};
+                 {"idle", test_idle}, {"burst", test_burst}};
     int found = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {
