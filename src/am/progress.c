@@ -55,6 +55,10 @@ _Atomic int am_bells_owed;
  * a transport without a descriptor, it looks this often. */
 #define AM_PROGRESS_NET_NS 10000000ull
 #define AM_PROGRESS_NAP_NS 1000000ull
+/* Ends the progress thread's sleep on a socket when a local peer's message
+ * arrives (a futex cannot end a ppoll); a real-time signal no library
+ * claims by default. */
+#define AM_WAKE_SIG (SIGRTMIN + 7)
 /* How long a waiting thread that gave the lock back leaves it to a thread
  * spinning for it before taking it again (relax steps). */
 #define AM_HANDOFF_SPINS 512u
@@ -63,8 +67,9 @@ static struct {
     pthread_t thread;
     int started;
     _Atomic int stop;
-    struct shm_doorbell *bell; /* this rank's, when shm is the only way in; else NULL */
-    int fd;                    /* else the transport's wait_fd, -1: none */
+    struct shm_doorbell *bell; /* this rank's, when shm peers can wake the sleep; else NULL */
+    int fd;                    /* the transport's wait_fd, -1: none */
+    sigset_t wake_mask;        /* with both: the mask of the sleep on fd, AM_WAKE_SIG let in */
     uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
     uint64_t spin_ns;          /* SHOAL_PROGRESS_SPIN_US: polls this long before a sleep */
 } am_prog;
@@ -233,6 +238,19 @@ void am_progress_unblock(_Atomic uint32_t *word)
  * sends at MULTIPLE may one day run without the lock). */
 static _Atomic uint64_t *am_owed;
 
+/* The first to clear the sleep announcement wakes the sleeper: on the
+ * futex, or out of its socket's ppoll with the wake-up signal. */
+static void am_bell_wake(struct shm_doorbell *bell)
+{
+    if (!atomic_exchange_explicit(&bell->asleep, 0, memory_order_acquire))
+        return;
+    int32_t tid = atomic_load_explicit(&bell->tid, memory_order_relaxed);
+    if (tid)
+        syscall(SYS_tgkill, atomic_load_explicit(&bell->pid, memory_order_relaxed), tid, AM_WAKE_SIG);
+    else
+        am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
+}
+
 static void am_ring(int dest)
 {
     struct shm_doorbell *bell = shm_doorbell(am.shm, dest);
@@ -240,9 +258,8 @@ static void am_ring(int dest)
      * sleeper sets the bell before its last look at the rings: one of the
      * two sees the other (store-load order needs a full fence on x86 too). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&bell->asleep, memory_order_relaxed) &&
-        atomic_exchange_explicit(&bell->asleep, 0, memory_order_relaxed))
-        am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
+    if (atomic_load_explicit(&bell->asleep, memory_order_relaxed))
+        am_bell_wake(bell);
 }
 
 void am_progress_ring_owed(void)
@@ -289,12 +306,14 @@ static void am_nap(uint64_t ns)
 
 static void am_progress_sleep(void)
 {
-    if (am_prog.bell) {
-        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1, NULL); /* returns at once if a sender cleared it */
-    } else if (am_prog.fd >= 0) {
+    if (am_prog.fd >= 0) {
+        /* with a bell, the wake-up signal is let in only here: one sent
+         * before waits pending and ends this sleep at once */
         struct pollfd pfd = {.fd = am_prog.fd, .events = POLLIN};
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)am_prog.sleep_ns};
-        ppoll(&pfd, 1, &ts, NULL);
+        ppoll(&pfd, 1, &ts, am_prog.bell ? &am_prog.wake_mask : NULL);
+    } else if (am_prog.bell) {
+        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1, NULL); /* returns at once if a sender cleared it */
     } else {
         am_nap(am_prog.sleep_ns);
     }
@@ -329,6 +348,10 @@ static void *am_progress_main(void *arg)
     (void)arg;
     uintptr_t me = am_self();
     atomic_store_explicit(&am_prog_self, me, memory_order_relaxed);
+    if (am_prog.bell && am_prog.fd >= 0) { /* before the first sleep's fence publishes it */
+        atomic_store_explicit(&am_prog.bell->pid, (int32_t)getpid(), memory_order_relaxed);
+        atomic_store_explicit(&am_prog.bell->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+    }
     uint64_t busy_ns = AM_PROGRESS_BUSY_MIN_NS;
     uint64_t spin_end = util_now_ns() + am_prog.spin_ns;
     while (!atomic_load_explicit(&am_prog.stop, memory_order_acquire)) {
@@ -373,6 +396,30 @@ static void am_progress_sigmask(sigset_t *old)
     pthread_sigmask(SIG_SETMASK, &all, old);
 }
 
+static void am_wake_handler(int sig)
+{
+    (void)sig; /* its work is to end the progress thread's ppoll */
+}
+
+/* Installs the wake-up signal's handler, unless the application has its
+ * own for that signal, and builds the mask of the progress thread's sleep
+ * on the socket (everything blocked but the wake-up).  1 when ready. */
+static int am_wake_signal_ready(sigset_t *mask)
+{
+    struct sigaction old, sa = {.sa_handler = am_wake_handler};
+    if (sigaction(AM_WAKE_SIG, NULL, &old) || (old.sa_handler != SIG_DFL && old.sa_handler != am_wake_handler)) {
+        LOG(LOG_INFO, "SHOAL_PROGRESS=thread: signal %d has the application's handler; a local peer's message "
+                      "wakes the progress thread within 1 ms instead of at once", AM_WAKE_SIG);
+        return 0;
+    }
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(AM_WAKE_SIG, &sa, NULL))
+        return 0;
+    sigfillset(mask);
+    sigdelset(mask, AM_WAKE_SIG);
+    return 1;
+}
+
 /* 1 when some peer other than this rank is reached over shared memory. */
 static int am_has_shm_peers(void)
 {
@@ -389,10 +436,12 @@ int am_progress_start(void)
     am_owed = calloc((size_t)(am.nranks + 63) / 64, sizeof *am_owed);
     if (!am_owed)
         return SHOAL_ENOMEM;
-    am_prog.bell = am.tp ? NULL : shm_doorbell(am.shm, am.rank);
     am_prog.fd = am.tp && am.tp->wait_fd ? am.tp->wait_fd() : -1;
+    int shm_peers = am_has_shm_peers();
+    am_prog.bell = !am.tp || (shm_peers && am_prog.fd >= 0 && am_wake_signal_ready(&am_prog.wake_mask))
+                       ? shm_doorbell(am.shm, am.rank) : NULL;
     am_prog.spin_ns = (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
-    am_prog.sleep_ns = am_prog.fd >= 0 && !am_has_shm_peers() ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
+    am_prog.sleep_ns = am_prog.fd >= 0 && (!shm_peers || am_prog.bell) ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
     am_guard_update();
@@ -417,9 +466,11 @@ void am_progress_stop(void)
     if (!am_prog.started)
         return;
     atomic_store_explicit(&am_prog.stop, 1, memory_order_seq_cst);
-    if (am_prog.bell && atomic_exchange_explicit(&am_prog.bell->asleep, 0, memory_order_seq_cst))
-        am_futex(&am_prog.bell->asleep, FUTEX_WAKE, 1, NULL);
+    if (am_prog.bell)
+        am_bell_wake(am_prog.bell);
     pthread_join(am_prog.thread, NULL);
+    if (am_prog.bell)
+        atomic_store_explicit(&am_prog.bell->tid, 0, memory_order_relaxed);
     am_prog.started = 0;
     am_threaded = 0;
     am_guard_update();
