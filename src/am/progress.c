@@ -56,6 +56,8 @@ _Atomic int am_bells_owed;
  * a transport without a descriptor, it looks this often. */
 #define AM_PROGRESS_NET_NS 10000000ull
 #define AM_PROGRESS_NAP_NS 1000000ull
+/* SHOAL_PROGRESS_SPIN_US=auto over shared memory alone. */
+#define AM_PROGRESS_SPIN_SHM_NS 50000ull
 /* Ends the progress thread's sleep on a socket when a local peer's message
  * arrives (a futex cannot end a ppoll); a real-time signal no library
  * claims by default. */
@@ -451,6 +453,16 @@ static int am_has_shm_peers(void)
     return 0;
 }
 
+/* SHOAL_PROGRESS_SPIN_US, auto resolved (after am_prog.fd is known): on
+ * a loaded host a spin whose looks are system calls slowed LU over udp
+ * 2-4 x, where over shm it removed 97 % of the wake-ups (PERFORMANCE.md). */
+static uint64_t am_progress_spin_ns(void)
+{
+    if (strcmp(util_config_str(CFG_PROGRESS_SPIN_US), "auto") != 0)
+        return (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
+    return am_prog.fd >= 0 ? 0 : AM_PROGRESS_SPIN_SHM_NS;
+}
+
 int am_progress_start(void)
 {
     if (strcmp(util_config_str(CFG_PROGRESS), "thread") != 0)
@@ -462,7 +474,7 @@ int am_progress_start(void)
     int shm_peers = am_has_shm_peers();
     am_prog.bell = !am.tp || (shm_peers && am_prog.fd >= 0 && am_wake_signal_ready(&am_prog.wake_mask))
                        ? shm_doorbell(am.shm, am.rank) : NULL;
-    am_prog.spin_ns = (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
+    am_prog.spin_ns = am_progress_spin_ns();
     am_prog.sleep_ns = am_prog.fd >= 0 && (!shm_peers || am_prog.bell) ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
