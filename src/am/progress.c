@@ -5,9 +5,8 @@
  * One thread at a time is inside shoal.  The application holds the lock
  * for the length of each public call (AM_GUARD) and runs handlers in its
  * own waits as in poll mode; the progress thread only ever tries the lock,
- * so the application never waits for it in the kernel; a progress thread
- * that found it taken sleeps until the application, leaving shoal, wakes
- * it (one system call, paid only then).  While it holds the lock the progress thread polls; when nothing
+ * so the application never waits for it in the kernel and never pays a
+ * wake-up.  While it holds the lock the progress thread polls; when nothing
  * is left it sleeps in the kernel until a message arrives: on a futex
  * doorbell in its shm inbox that a sender rings only after seeing the
  * thread announce its sleep, or in the message transport's wait (epoll on
@@ -46,10 +45,10 @@ static uintptr_t am_main_self;           /* the thread that called shoal_init */
 static _Atomic uintptr_t am_prog_self;   /* the progress thread */
 _Atomic int am_bells_owed;
 
-/* The longest the progress thread waits for the application to leave
- * shoal (the application wakes it as it leaves; a wait at MULTIPLE that
- * hands the lock over does not). */
-#define AM_PROGRESS_BUSY_NS 1000000ull
+/* The progress thread sleeps this long when the application is inside
+ * shoal (it runs handlers itself then), doubling up to the cap. */
+#define AM_PROGRESS_BUSY_MIN_NS 20000ull
+#define AM_PROGRESS_BUSY_MAX_NS 1000000ull
 /* Longest sleep on the message transport's descriptor: the thread looks
  * for the stop request and runs the transport's timers this often.  With
  * shm peers as well, whose messages ring no bell the socket could hear, or
@@ -75,7 +74,6 @@ static struct {
     sigset_t wake_mask;        /* with both: the mask of the sleep on fd, AM_WAKE_SIG let in */
     uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
     uint64_t spin_ns;          /* SHOAL_PROGRESS_SPIN_US: polls this long before a sleep */
-    _Atomic uint32_t wants_lock; /* 1: the thread sleeps until the application leaves shoal */
 } am_prog;
 
 static inline uintptr_t am_self(void)
@@ -136,11 +134,6 @@ static void am_lock_enter(const char *call)
     am_lock_depth = 1;
 }
 
-static void am_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
-{
-    syscall(SYS_futex, word, op, val, timeout, NULL, 0);
-}
-
 void am_lock_leave(void)
 {
     if (--am_lock_depth != 0)
@@ -149,16 +142,7 @@ void am_lock_leave(void)
      * shm its messages are in the rings, and their receivers must wake */
     if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
         am_progress_ring_owed();
-    if (!am_threaded) {
-        atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
-        return;
-    }
-    /* the release before the look at wants_lock, as the progress thread
-     * announces before its last try of the lock: one sees the other */
-    atomic_exchange_explicit(&am_lock_owner, 0, memory_order_seq_cst);
-    if (atomic_load_explicit(&am_prog.wants_lock, memory_order_relaxed) &&
-        atomic_exchange_explicit(&am_prog.wants_lock, 0, memory_order_relaxed))
-        am_futex(&am_prog.wants_lock, FUTEX_WAKE_PRIVATE, 1, NULL);
+    atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
 }
 
 /* SINGLE and FUNNELED: only the thread that called shoal_init calls shoal
@@ -229,6 +213,11 @@ int am_wait_unlocked(struct util_backoff *b, int progressed)
     am_lock_depth = depth;
     hang_unstash(&hs);
     return 1;
+}
+
+static void am_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
+{
+    syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
 int am_lock_mine(void)
@@ -352,20 +341,6 @@ static int am_progress_look(uintptr_t me, int spinning)
     return (int)n;
 }
 
-/* Sleeps until the application leaves shoal (it runs handlers itself
- * meanwhile), so that the thread is back the moment it starts computing,
- * or AM_PROGRESS_BUSY_NS pass. */
-static void am_progress_wait_lock(void)
-{
-    atomic_store_explicit(&am_prog.wants_lock, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&am_lock_owner, memory_order_relaxed)) {
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)AM_PROGRESS_BUSY_NS};
-        am_futex(&am_prog.wants_lock, FUTEX_WAIT_PRIVATE, 1, &ts);
-    }
-    atomic_store_explicit(&am_prog.wants_lock, 0, memory_order_relaxed);
-}
-
 /* Polls until nothing arrived for spin_ns, then sleeps until arrival.  The
  * spin is what makes a stream of requests (a home serving misses) cost no
  * wake-up each; it yields the CPU at every look, so on a core shared with
@@ -379,6 +354,7 @@ static void *am_progress_main(void *arg)
         atomic_store_explicit(&am_prog.bell->pid, (int32_t)getpid(), memory_order_relaxed);
         atomic_store_explicit(&am_prog.bell->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
     }
+    uint64_t busy_ns = AM_PROGRESS_BUSY_MIN_NS;
     uint64_t spin_end = util_now_ns() + am_prog.spin_ns;
     while (!atomic_load_explicit(&am_prog.stop, memory_order_acquire)) {
         int spinning = am_prog.spin_ns && util_now_ns() < spin_end;
@@ -389,14 +365,16 @@ static void *am_progress_main(void *arg)
             spin_end = util_now_ns() + am_prog.spin_ns;
             continue;
         }
-        if (n < 0) {
-            am_progress_wait_lock(); /* the application is inside shoal and runs handlers itself */
-            continue;
-        }
         if (spinning) {
             sched_yield();
             continue;
         }
+        if (n < 0) {
+            am_nap(busy_ns); /* the application is inside shoal and runs handlers itself */
+            busy_ns = busy_ns * 2 < AM_PROGRESS_BUSY_MAX_NS ? busy_ns * 2 : AM_PROGRESS_BUSY_MAX_NS;
+            continue;
+        }
+        busy_ns = AM_PROGRESS_BUSY_MIN_NS;
         /* the bell was set before this look (am_progress_poll's fence), so
          * a stop requested after it rings the bell */
         if (!atomic_load_explicit(&am_prog.stop, memory_order_seq_cst))
@@ -502,8 +480,6 @@ void am_progress_stop(void)
     atomic_store_explicit(&am_prog.stop, 1, memory_order_seq_cst);
     if (am_prog.bell)
         am_bell_wake(am_prog.bell);
-    if (atomic_exchange_explicit(&am_prog.wants_lock, 0, memory_order_seq_cst))
-        am_futex(&am_prog.wants_lock, FUTEX_WAKE_PRIVATE, 1, NULL);
     pthread_join(am_prog.thread, NULL);
     if (am_prog.bell)
         atomic_store_explicit(&am_prog.bell->tid, 0, memory_order_relaxed);
