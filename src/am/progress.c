@@ -9,8 +9,10 @@
  * wake-up.  While it holds the lock the progress thread polls; when nothing
  * is left it sleeps in the kernel until a message arrives: on a futex
  * doorbell in its shm inbox that a sender rings only after seeing the
- * thread announce its sleep, or in the message transport's wait (epoll on
- * the socket) when peers are reached over the network. */
+ * thread announce its sleep, or in the message transport's wait (ppoll on
+ * the socket) when peers are reached over the network, which a shm
+ * sender's bell then ends with a signal.  It polls on for a while first
+ * (SHOAL_PROGRESS_SPIN_US), so a stream of requests costs one wake-up. */
 #include "am/state.h"
 #include "am/hang.h"
 #include "shm/shm.h"
