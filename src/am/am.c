@@ -227,6 +227,8 @@ static void am_thread_leave(long prev)
 
 static unsigned am_poll_all(int replies_only)
 {
+    if (UTIL_UNLIKELY(atomic_load_explicit(&am_bells_owed, memory_order_relaxed)))
+        am_progress_ring_owed();
     unsigned done = am.tp ? am.tp->poll(replies_only) : 0;
     if (am.quiescent)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
@@ -311,7 +313,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     }
     ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
     if (UTIL_UNLIKELY(am_threaded))
-        am_progress_ring(dest);
+        am_progress_ring(dest, flags & SHOAL_MORE);
     am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
 }

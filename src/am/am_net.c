@@ -143,6 +143,8 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
 
 void am_flush(void)
 {
+    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+        am_progress_ring_owed();
     if (am.tp)
         am.tp->flush();
 }

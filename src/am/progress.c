@@ -9,8 +9,10 @@
  * wake-up.  While it holds the lock the progress thread polls; when nothing
  * is left it sleeps in the kernel until a message arrives: on a futex
  * doorbell in its shm inbox that a sender rings only after seeing the
- * thread announce its sleep, or in the message transport's wait (epoll on
- * the socket) when peers are reached over the network. */
+ * thread announce its sleep, or in the message transport's wait (ppoll on
+ * the socket) when peers are reached over the network, which a shm
+ * sender's bell then ends with a signal.  It polls on for a while first
+ * (SHOAL_PROGRESS_SPIN_US), so a stream of requests costs one wake-up. */
 #include "am/state.h"
 #include "am/hang.h"
 #include "shm/shm.h"
@@ -19,7 +21,9 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -41,6 +45,7 @@ static unsigned am_disabled; /* shoal_handlers_disable nesting */
 static _Atomic unsigned am_lock_waiters; /* application threads spinning for the lock */
 static uintptr_t am_main_self;           /* the thread that called shoal_init */
 static _Atomic uintptr_t am_prog_self;   /* the progress thread */
+_Atomic int am_bells_owed;
 
 /* The progress thread sleeps this long when the application is inside
  * shoal (it runs handlers itself then), doubling up to the cap. */
@@ -52,6 +57,12 @@ static _Atomic uintptr_t am_prog_self;   /* the progress thread */
  * a transport without a descriptor, it looks this often. */
 #define AM_PROGRESS_NET_NS 10000000ull
 #define AM_PROGRESS_NAP_NS 1000000ull
+/* SHOAL_PROGRESS_SPIN_US=auto over shared memory alone. */
+#define AM_PROGRESS_SPIN_SHM_NS 50000ull
+/* Ends the progress thread's sleep on a socket when a local peer's message
+ * arrives (a futex cannot end a ppoll); a real-time signal no library
+ * claims by default. */
+#define AM_WAKE_SIG (SIGRTMIN + 7)
 /* How long a waiting thread that gave the lock back leaves it to a thread
  * spinning for it before taking it again (relax steps). */
 #define AM_HANDOFF_SPINS 512u
@@ -60,9 +71,11 @@ static struct {
     pthread_t thread;
     int started;
     _Atomic int stop;
-    struct shm_doorbell *bell; /* this rank's, when shm is the only way in; else NULL */
-    int fd;                    /* else the transport's wait_fd, -1: none */
+    struct shm_doorbell *bell; /* this rank's, when shm peers can wake the sleep; else NULL */
+    int fd;                    /* the transport's wait_fd, -1: none */
+    sigset_t wake_mask;        /* with both: the mask of the sleep on fd, AM_WAKE_SIG let in */
     uint64_t sleep_ns;         /* the longest sleep on fd, or the nap without one */
+    uint64_t spin_ns;          /* SHOAL_PROGRESS_SPIN_US: polls this long before a sleep */
 } am_prog;
 
 static inline uintptr_t am_self(void)
@@ -125,8 +138,13 @@ static void am_lock_enter(const char *call)
 
 void am_lock_leave(void)
 {
-    if (--am_lock_depth == 0)
-        atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
+    if (--am_lock_depth != 0)
+        return;
+    /* a burst ends with the call (or the handler batch) that sent it: on
+     * shm its messages are in the rings, and their receivers must wake */
+    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+        am_progress_ring_owed();
+    atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
 }
 
 /* SINGLE and FUNNELED: only the thread that called shoal_init calls shoal
@@ -220,16 +238,56 @@ void am_progress_unblock(_Atomic uint32_t *word)
     am_futex(word, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
-void am_progress_ring(int dest)
+/* Bit r: local rank r's bell is owed (words of 64 ranks; atomic, as
+ * sends at MULTIPLE may one day run without the lock). */
+static _Atomic uint64_t *am_owed;
+
+/* The first to clear the sleep announcement wakes the sleeper: on the
+ * futex, or out of its socket's ppoll with the wake-up signal. */
+static void am_bell_wake(struct shm_doorbell *bell)
+{
+    if (!atomic_exchange_explicit(&bell->asleep, 0, memory_order_acquire))
+        return;
+    int32_t tid = atomic_load_explicit(&bell->tid, memory_order_relaxed);
+    if (tid)
+        syscall(SYS_tgkill, atomic_load_explicit(&bell->pid, memory_order_relaxed), tid, AM_WAKE_SIG);
+    else
+        am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
+}
+
+static void am_ring(int dest)
 {
     struct shm_doorbell *bell = shm_doorbell(am.shm, dest);
     /* The message's control word before the look at the bell, as the
      * sleeper sets the bell before its last look at the rings: one of the
      * two sees the other (store-load order needs a full fence on x86 too). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&bell->asleep, memory_order_relaxed) &&
-        atomic_exchange_explicit(&bell->asleep, 0, memory_order_relaxed))
-        am_futex(&bell->asleep, FUTEX_WAKE, 1, NULL);
+    if (atomic_load_explicit(&bell->asleep, memory_order_relaxed))
+        am_bell_wake(bell);
+}
+
+void am_progress_ring_owed(void)
+{
+    atomic_store_explicit(&am_bells_owed, 0, memory_order_relaxed);
+    for (int w = 0; w < (am.nranks + 63) / 64; w++)
+        for (uint64_t bits = atomic_exchange_explicit(&am_owed[w], 0, memory_order_relaxed); bits;
+             bits &= bits - 1)
+            am_ring(w * 64 + __builtin_ctzll(bits));
+}
+
+/* A burst (SHOAL_MORE) rings once, at its end: the receiver wakes to the
+ * whole burst instead of to its first message, and the sender pays one
+ * fence, not one per message. */
+void am_progress_ring(int dest, unsigned more)
+{
+    if (more) {
+        atomic_fetch_or_explicit(&am_owed[dest / 64], 1ull << (dest % 64), memory_order_relaxed);
+        atomic_store_explicit(&am_bells_owed, 1, memory_order_relaxed);
+        return;
+    }
+    am_ring(dest);
+    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+        am_progress_ring_owed();
 }
 
 /* Polls with the lock held; with a bell, announces the sleep before the
@@ -252,39 +310,79 @@ static void am_nap(uint64_t ns)
 
 static void am_progress_sleep(void)
 {
-    if (am_prog.bell) {
-        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1, NULL); /* returns at once if a sender cleared it */
-    } else if (am_prog.fd >= 0) {
+    if (am_prog.fd >= 0) {
+        /* with a bell, the wake-up signal is let in only here: one sent
+         * before waits pending and ends this sleep at once */
         struct pollfd pfd = {.fd = am_prog.fd, .events = POLLIN};
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)am_prog.sleep_ns};
-        ppoll(&pfd, 1, &ts, NULL);
+        ppoll(&pfd, 1, &ts, am_prog.bell ? &am_prog.wake_mask : NULL);
+    } else if (am_prog.bell) {
+        am_futex(&am_prog.bell->asleep, FUTEX_WAIT, 1, NULL); /* returns at once if a sender cleared it */
     } else {
         am_nap(am_prog.sleep_ns);
     }
 }
 
+/* Takes back the sleep am_progress_poll announced. */
+static void am_progress_awake(void)
+{
+    if (am_prog.bell)
+        atomic_store_explicit(&am_prog.bell->asleep, 0, memory_order_relaxed);
+}
+
+/* One look with the lock held; outside the spin, with a bell, announces
+ * the sleep before the look.  Returns what ran, -1: the application holds
+ * the lock. */
+static int am_progress_look(uintptr_t me, int spinning)
+{
+    if (!am_lock_try(me))
+        return -1;
+    am_lock_depth = 1;
+    unsigned n = spinning ? am_poll(0) : am_progress_poll();
+    am_lock_leave();
+    return (int)n;
+}
+
+/* Polls until nothing arrived for spin_ns, then sleeps until arrival.  The
+ * spin is what makes a stream of requests (a home serving misses) cost no
+ * wake-up each; it yields the CPU at every look, so on a core shared with
+ * the application it takes only what nobody else wants. */
 static void *am_progress_main(void *arg)
 {
     (void)arg;
     uintptr_t me = am_self();
     atomic_store_explicit(&am_prog_self, me, memory_order_relaxed);
+    if (am_prog.bell && am_prog.fd >= 0) { /* before the first sleep's fence publishes it */
+        atomic_store_explicit(&am_prog.bell->pid, (int32_t)getpid(), memory_order_relaxed);
+        atomic_store_explicit(&am_prog.bell->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+    }
     uint64_t busy_ns = AM_PROGRESS_BUSY_MIN_NS;
+    uint64_t spin_end = util_now_ns() + am_prog.spin_ns;
     while (!atomic_load_explicit(&am_prog.stop, memory_order_acquire)) {
-        if (!am_lock_try(me)) {
+        int spinning = am_prog.spin_ns && util_now_ns() < spin_end;
+        int n = am_progress_look(me, spinning);
+        if (n > 0) {
+            if (!spinning)
+                am_progress_awake();
+            spin_end = util_now_ns() + am_prog.spin_ns;
+            continue;
+        }
+        if (spinning) {
+            sched_yield();
+            continue;
+        }
+        if (n < 0) {
             am_nap(busy_ns); /* the application is inside shoal and runs handlers itself */
             busy_ns = busy_ns * 2 < AM_PROGRESS_BUSY_MAX_NS ? busy_ns * 2 : AM_PROGRESS_BUSY_MAX_NS;
             continue;
         }
         busy_ns = AM_PROGRESS_BUSY_MIN_NS;
-        am_lock_depth = 1;
-        unsigned n = am_progress_poll();
-        am_lock_leave();
         /* the bell was set before this look (am_progress_poll's fence), so
          * a stop requested after it rings the bell */
-        if (n == 0 && !atomic_load_explicit(&am_prog.stop, memory_order_seq_cst))
+        if (!atomic_load_explicit(&am_prog.stop, memory_order_seq_cst))
             am_progress_sleep();
-        if (am_prog.bell)
-            atomic_store_explicit(&am_prog.bell->asleep, 0, memory_order_relaxed);
+        am_progress_awake();
+        spin_end = util_now_ns() + am_prog.spin_ns;
     }
     return NULL;
 }
@@ -302,6 +400,30 @@ static void am_progress_sigmask(sigset_t *old)
     pthread_sigmask(SIG_SETMASK, &all, old);
 }
 
+static void am_wake_handler(int sig)
+{
+    (void)sig; /* its work is to end the progress thread's ppoll */
+}
+
+/* Installs the wake-up signal's handler, unless the application has its
+ * own for that signal, and builds the mask of the progress thread's sleep
+ * on the socket (everything blocked but the wake-up).  1 when ready. */
+static int am_wake_signal_ready(sigset_t *mask)
+{
+    struct sigaction old, sa = {.sa_handler = am_wake_handler};
+    if (sigaction(AM_WAKE_SIG, NULL, &old) || (old.sa_handler != SIG_DFL && old.sa_handler != am_wake_handler)) {
+        LOG(LOG_INFO, "SHOAL_PROGRESS=thread: signal %d has the application's handler; a local peer's message "
+                      "wakes the progress thread within 1 ms instead of at once", AM_WAKE_SIG);
+        return 0;
+    }
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(AM_WAKE_SIG, &sa, NULL))
+        return 0;
+    sigfillset(mask);
+    sigdelset(mask, AM_WAKE_SIG);
+    return 1;
+}
+
 /* 1 when some peer other than this rank is reached over shared memory. */
 static int am_has_shm_peers(void)
 {
@@ -311,13 +433,29 @@ static int am_has_shm_peers(void)
     return 0;
 }
 
+/* SHOAL_PROGRESS_SPIN_US, auto resolved (after am_prog.fd is known): on
+ * a loaded host a spin whose looks are system calls slowed LU over udp
+ * 2-4 x, where over shm it removed 97 % of the wake-ups (PERFORMANCE.md). */
+static uint64_t am_progress_spin_ns(void)
+{
+    if (strcmp(util_config_str(CFG_PROGRESS_SPIN_US), "auto") != 0)
+        return (uint64_t)util_config_int(CFG_PROGRESS_SPIN_US) * 1000u;
+    return am_prog.fd >= 0 ? 0 : AM_PROGRESS_SPIN_SHM_NS;
+}
+
 int am_progress_start(void)
 {
     if (strcmp(util_config_str(CFG_PROGRESS), "thread") != 0)
         return SHOAL_OK;
-    am_prog.bell = am.tp ? NULL : shm_doorbell(am.shm, am.rank);
+    am_owed = calloc((size_t)(am.nranks + 63) / 64, sizeof *am_owed);
+    if (!am_owed)
+        return SHOAL_ENOMEM;
     am_prog.fd = am.tp && am.tp->wait_fd ? am.tp->wait_fd() : -1;
-    am_prog.sleep_ns = am_prog.fd >= 0 && !am_has_shm_peers() ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
+    int shm_peers = am_has_shm_peers();
+    am_prog.bell = !am.tp || (shm_peers && am_prog.fd >= 0 && am_wake_signal_ready(&am_prog.wake_mask))
+                       ? shm_doorbell(am.shm, am.rank) : NULL;
+    am_prog.spin_ns = am_progress_spin_ns();
+    am_prog.sleep_ns = am_prog.fd >= 0 && (!shm_peers || am_prog.bell) ? AM_PROGRESS_NET_NS : AM_PROGRESS_NAP_NS;
     atomic_store_explicit(&am_prog.stop, 0, memory_order_relaxed);
     am_threaded = 1; /* before the thread: every call from now on takes the lock */
     am_guard_update();
@@ -328,6 +466,8 @@ int am_progress_start(void)
     if (err) {
         am_threaded = 0;
         am_guard_update();
+        free(am_owed);
+        am_owed = NULL;
         LOG(LOG_ERROR, "SHOAL_PROGRESS=thread: cannot start the progress thread: %s", strerror(err));
         return SHOAL_ESYS;
     }
@@ -340,12 +480,17 @@ void am_progress_stop(void)
     if (!am_prog.started)
         return;
     atomic_store_explicit(&am_prog.stop, 1, memory_order_seq_cst);
-    if (am_prog.bell && atomic_exchange_explicit(&am_prog.bell->asleep, 0, memory_order_seq_cst))
-        am_futex(&am_prog.bell->asleep, FUTEX_WAKE, 1, NULL);
+    if (am_prog.bell)
+        am_bell_wake(am_prog.bell);
     pthread_join(am_prog.thread, NULL);
+    if (am_prog.bell)
+        atomic_store_explicit(&am_prog.bell->tid, 0, memory_order_relaxed);
     am_prog.started = 0;
     am_threaded = 0;
     am_guard_update();
+    am_progress_ring_owed(); /* a burst cut short: its receivers may sleep */
+    free(am_owed);
+    am_owed = NULL;
 }
 
 int shoal_handlers_disable(void)

@@ -79,8 +79,14 @@ struct util_backoff;
 int am_wait_unlocked(struct util_backoff *b, int progressed);
 
 /* After a message to local rank dest is in its ring, in thread mode: wakes
- * dest's progress thread if it announced it sleeps (progress.c). */
-void am_progress_ring(int dest);
+ * dest's progress thread if it announced it sleeps (progress.c), with
+ * more (SHOAL_MORE) only at the burst's end: the next send without it, a
+ * poll, am_flush or the end of the public call (or of the progress
+ * thread's batch of handlers) rings every bell a burst left owed. */
+void am_progress_ring(int dest, unsigned more);
+/* Some bell is owed (read on every poll, so a plain flag). */
+extern _Atomic int am_bells_owed;
+void am_progress_ring_owed(void);
 
 /* Runs handler h for a message from src (its table entry is checked). */
 void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,

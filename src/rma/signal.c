@@ -20,7 +20,7 @@ struct sig_head {
     uint32_t enabled;
     uint64_t buf_bytes; /* BUFFER modes */
     _Atomic uint32_t arrivals; /* deliveries since init, mod 2^32 (shoal_signal_wait's futex word) */
-    _Atomic uint32_t waiting;  /* 1 while a shoal_signal_wait may sleep on arrivals */
+    _Atomic uint32_t waiting;  /* shoal_signal_waits that may sleep on arrivals (several at MULTIPLE) */
     char pad0[32];
     uint32_t running;
     int32_t last_src;  /* BUFFER modes: who wrote last */
@@ -144,9 +144,9 @@ static int sig_store(struct sig_head *s, char *seg, uint64_t seg_size, uint64_t 
     }
 }
 
-/* Counts a delivery and, in thread mode, wakes a shoal_signal_wait asleep
- * on it (MBCF's task wake-up): the count before the look at the flag, as the waiter
- * sets the flag before its last look at the count, so one of the two sees
+/* Counts a delivery and, in thread mode, wakes every shoal_signal_wait
+ * asleep on it (MBCF's task wake-up): the count before the look at the
+ * waiters, as a waiter counts itself before its last look at the count, so one of the two sees
  * the other (store-load order needs the full fence). */
 static void sig_arrived(struct sig_head *s)
 {
@@ -252,11 +252,12 @@ static int sig_wait_look(shoal_mem_t mem, size_t off, uint32_t *seen, struct sig
  * the progress thread delivers a signal here, or ns pass. */
 static void sig_sleep(struct sig_head *s, uint32_t seen, uint64_t ns)
 {
-    atomic_store_explicit(&s->waiting, 1, memory_order_relaxed);
+    /* a count, not a flag: a waiter that leaves must not hide the others */
+    atomic_fetch_add_explicit(&s->waiting, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->arrivals, memory_order_relaxed) == seen)
         am_progress_block(&s->arrivals, seen, ns);
-    atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->waiting, 1, memory_order_relaxed);
 }
 
 /* One poll of a wait that no other thread can deliver for. */

@@ -43,7 +43,12 @@ struct shm_barrier_flag {
  * the rest of the time, so senders to a rank that polls only look. */
 struct shm_doorbell {
     _Atomic uint32_t asleep;
-    char pad[RING_HEAD_BLOCK - sizeof(uint32_t)];
+    /* 0: the owner sleeps on asleep as a futex; else it sleeps on its
+     * network socket, and a sender ends that sleep with a signal to this
+     * thread (tgkill) of process pid */
+    _Atomic int32_t pid;
+    _Atomic int32_t tid;
+    char pad[RING_HEAD_BLOCK - 3 * sizeof(uint32_t)];
 } __attribute__((aligned(RING_HEAD_BLOCK)));
 
 struct shm_state {

@@ -44,6 +44,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                          "milliseconds without a packet after which an unanswering peer is declared dead and the job ends naming it (>= 100)"},
     [CFG_PROGRESS] = {"SHOAL_PROGRESS", "poll",
                       "who runs handlers: poll (only the application's shoal calls) or thread (also a progress thread per rank, woken by arrival, while the application computes outside shoal)"},
+    [CFG_PROGRESS_SPIN_US] = {"SHOAL_PROGRESS_SPIN_US", "auto",
+                              "SHOAL_PROGRESS=thread: microseconds the progress thread keeps polling (yielding the CPU between looks) after it last ran a handler or woke, before it sleeps in the kernel, 0-100000 (0: sleep at once); auto: 50 when shared memory is its only way in (a look costs a few loads), 0 when it reads a socket (a look costs system calls)"},
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
@@ -180,6 +182,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
                    ? -1 : 0;
     case CFG_BARRIER_CHAINS:
         return (parse_int(v, &n) || n < 1 || n > 255) ? -1 : 0;
+    case CFG_PROGRESS_SPIN_US:
+        return strcmp(v, "auto") && (parse_int(v, &n) || n < 0 || n > 100000) ? -1 : 0;
     case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */
     case CFG_COSMOS_TRACE: /* opened, with a message naming it, by crl_init */
         return 0;

@@ -47,6 +47,7 @@ enum util_cfg_id {
     CFG_STATS,          /* statistics table at shoal_finalize */
     CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
     CFG_PROGRESS,       /* who runs handlers: the application's calls (poll) or a progress thread */
+    CFG_PROGRESS_SPIN_US, /* how long the progress thread polls before it sleeps */
     CFG_BARRIER,        /* the barrier's algorithm across hosts */
     CFG_BARRIER_CHAINS, /* K of the K-chain barrier */
     CFG_RANK,           /* set by shoalrun */

@@ -14,10 +14,15 @@
  *                (20 ms when the load exceeds the CPUs, which it says);
  *                in either mode a wait inside a critical section still
  *                returns, and timeouts and bad arguments are refused
+ *   sigwait_multi 3 threads of rank 0 (SHOAL_THREAD_MULTIPLE) wait on one
+ *                signal structure, and a fourth times out before the first
+ *                signal; each of the 3 sees every one of rank 1's signals
+ *                within 0.3 s
  * Every rank prints what it measured on stdout. */
 #include "shoal.h"
 #include "../common/check.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -241,6 +246,70 @@ static void send_signals(shoal_rmem_t m)
     }
 }
 
+#define WAITERS 3
+
+struct waiter {
+    pthread_t thread;
+    shoal_mem_t mem;
+    const char *base;
+    double slowest;
+};
+
+/* One of several threads blocked on the same signal structure: it sees
+ * every delivery (they come SIGNAL_GAP_S apart), each promptly. */
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    uint32_t seen = 0;
+    for (int i = 0; i < SIGNALS; i++) {
+        uint32_t before = seen;
+        CHECK_RC(shoal_signal_wait(w->mem, SIG_OFF, &seen, 5.0), SHOAL_OK);
+        double sent;
+        memcpy(&sent, w->base + SIG_OFF + 128, sizeof sent);
+        double lat = test_now() - sent;
+        w->slowest = lat > w->slowest ? lat : w->slowest;
+        CHECK(seen == before + 1, "count %u after %u: signals arrive %.1f s apart", seen, before, SIGNAL_GAP_S);
+    }
+    return NULL;
+}
+
+/* SHOAL_THREAD_MULTIPLE: WAITERS threads of rank 0 block in
+ * shoal_signal_wait on one structure; a waiter that wakes must not make
+ * the next delivery pass over the others still asleep. */
+static void test_sigwait_multi(void)
+{
+    shoal_mem_t mem;
+    shoal_rmem_t *all = calloc((size_t)np, sizeof *all);
+    char *base = setup(&mem, all);
+    struct waiter w[WAITERS];
+    if (me == 0)
+        for (int i = 0; i < WAITERS; i++) {
+            w[i] = (struct waiter){.mem = mem, .base = base};
+            CHECK(pthread_create(&w[i].thread, NULL, waiter_main, &w[i]) == 0, "pthread_create failed");
+        }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 1)
+        send_signals(all[0]);
+    if (me == 0) {
+        /* an impatient fourth waiter gives up before the first signal: its
+         * leaving must not hide the others' sleep from the delivery */
+        uint32_t seen = 0;
+        CHECK_RC(shoal_signal_wait(mem, SIG_OFF, &seen, 0.05), SHOAL_ETIMEDOUT);
+        double slowest = 0;
+        for (int i = 0; i < WAITERS; i++) {
+            CHECK(pthread_join(w[i].thread, NULL) == 0, "pthread_join failed");
+            slowest = w[i].slowest > slowest ? w[i].slowest : slowest;
+        }
+        printf("rank 0: %d threads waited on one signal for %d deliveries each; slowest wake-up %.1f us\n", WAITERS,
+               SIGNALS, slowest * 1e6);
+        CHECK(slowest < 0.3, "slowest wake-up %.3f s: a waiter slept through a delivery", slowest);
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK_RC(shoal_mem_destroy(mem), SHOAL_OK);
+    free(base);
+    free(all);
+}
+
 static void test_sigwait(void)
 {
     shoal_mem_t mem;
@@ -283,10 +352,16 @@ static void test_sigwait(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_target served|served_poll|sigwait");
+    CHECK(argc == 2, "usage: test_target served|served_poll|sigwait|sigwait_multi");
     main_tid = tid();
     CHECK(shoal_progress_threaded() == 0, "a progress thread before shoal_init");
-    CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
+    if (!strcmp(argv[1], "sigwait_multi")) {
+        int provided;
+        CHECK_RC(shoal_init_thread(&argc, &argv, SHOAL_THREAD_MULTIPLE, &provided), SHOAL_OK);
+        CHECK(provided == SHOAL_THREAD_MULTIPLE, "provided %d", provided);
+    } else {
+        CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
+    }
     me = shoal_rank();
     np = shoal_size();
     CHECK(np >= 2, "needs 2 ranks");
@@ -294,7 +369,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*fn)(void);
-    } tests[] = {{"served", test_served}, {"served_poll", test_served_poll}, {"sigwait", test_sigwait}};
+    } tests[] = {{"served", test_served}, {"served_poll", test_served_poll}, {"sigwait", test_sigwait},
+                   {"sigwait_multi", test_sigwait_multi}};
     int found = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!strcmp(argv[1], tests[i].name)) {
