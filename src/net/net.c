@@ -516,12 +516,12 @@ static void take_received(int got, const size_t *len, const size_t *seg)
  * (a single receive reads one datagram). */
 static int drain(struct udp_sock *s, size_t *len, size_t *seg)
 {
-    int got = 0, all = 0;
-    for (int i = 0; i < NET_DRAIN_MAX && (i == 0 || got > 0); i++) {
+    int got, all = 0, i = 0;
+    do { /* until a receive takes less than it asked for (rx.batch 0) */
         got = udp_recv_batch(s, &net.rx, len, seg, NULL);
         take_received(got, len, seg);
         all += got > 0 ? got : 0;
-    }
+    } while (net.rx.batch && ++i < NET_DRAIN_MAX);
     return all;
 }
 
