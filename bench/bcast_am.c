@@ -1,5 +1,5 @@
 /* shoal_am_bcast_short: the time for every other rank to receive a
- * broadcast (seed 001 §6.2, direct against emulated broadcast), and the
+ * broadcast (Ciaccio's GAMMA thesis §6.2: direct against emulated), and the
  * packets the root sends for it.
  *
  *   shoalrun -n N bench_bcast_am [ROUNDS]
