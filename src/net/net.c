@@ -71,7 +71,7 @@ static struct {
     int listening;                /* callers inside a collective that wait for broadcasts (ubcast is read) */
     unsigned bcast_turn;          /* receives since ubcast was last read outside a collective */
     int waitset;                  /* epoll set of udp and ubcast, -1 without ubcast (net_wait_fd) */
-    int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST=1 */
+    int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST 1 or 2 */
     struct eth_sock eth;
     struct net_addr *peers;
     struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
