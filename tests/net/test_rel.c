@@ -659,6 +659,24 @@ static void multi(void)
     CHECK(st->multis_sent == 1000 && st->retransmits > 0, "%llu MULTI packets, %llu resent",
           (unsigned long long)st->multis_sent, (unsigned long long)st->retransmits);
     sim_fini(&s);
+
+    /* above WIRE_MULTI_MAX_RANKS there is no vector: the sender refuses
+     * (its caller sends to each) and a receiver drops one as bad length */
+    struct rel_config wide;
+    rel_config_default(&wide);
+    sim_identity(&wide, 1, WIRE_MULTI_MAX_RANKS + 1, 7);
+    static const struct rel_io io = {0};
+    struct rel *lone;
+    CHECK_RC(rel_create(&lone, &wide, &io, NULL), SHOAL_OK);
+    CHECK_RC(rel_send_all(lone, "x", 1, NULL, 0, 0), SHOAL_EINVAL);
+    static const unsigned char zeros[1024];
+    unsigned char pkt[WIRE_HEADER_BYTES + sizeof zeros];
+    struct wire_header mh = {.type = WIRE_MULTI, .job = SIM_JOB, .src = 0, .dst = WIRE_BROADCAST, .src_inc = 9,
+                             .len = (uint16_t)wire_multi_vector_bytes(WIRE_MULTI_MAX_RANKS + 1)};
+    size_t n = wire_encode(pkt, sizeof pkt, &mh, zeros, &SIM_KEY, 0);
+    CHECK(n == WIRE_HEADER_BYTES + mh.len, "encode");
+    CHECK(rel_input(lone, pkt, n, 0) == WIRE_DROP_LENGTH, "a MULTI in a job of 65 ranks was taken");
+    rel_destroy(lone);
 }
 
 /* ---- a stalled receiver ------------------------------------------------------ */
