@@ -70,6 +70,7 @@ static struct {
     struct udp_sock ubcast;       /* udp: the broadcast receiver, fd -1 if the job has none */
     int listening;                /* callers inside a collective that wait for broadcasts (ubcast is read) */
     unsigned bcast_turn;          /* receives since ubcast was last read outside a collective */
+    int bcast_woke;               /* net_wait woke for ubcast: the next receive reads it */
     int waitset;                  /* epoll set of udp and ubcast, -1 without ubcast (net_wait_fd) */
     int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST 1 or 2 */
     struct eth_sock eth;
@@ -443,16 +444,25 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
 }
 
 /* Whether this receive reads the broadcast receiver: in every one while a
- * collective waits for a broadcast or when unicast packets came (a
- * broadcast sent before them holds their senders' lower sequence numbers:
- * read in the same batch, it fills the hole before an ACK reports one),
- * else in one of NET_BCAST_EVERY, so that an idle poll does not pay a
- * second system call every time. */
-#define NET_BCAST_EVERY 4u
+ * collective waits for a broadcast, after a wait the receiver woke, and
+ * when a unicast packet came beyond a hole (a broadcast sent before it may
+ * hold its sender's missing sequence number: read in the same batch, it
+ * fills the hole before an ACK reports one); else in one of
+ * NET_BCAST_EVERY, so that a poll does not pay a second system call every
+ * time (a unicast ping-pong: one in NET_BCAST_EVERY polls). */
+#define NET_BCAST_EVERY 8u
 #define NET_DRAIN_MAX 8 /* receive batches that empty the broadcast socket */
-static int reading_bcast(int unicast_came)
+static int reading_bcast(int hole)
 {
-    return net.ubcast.fd >= 0 && (net.listening || unicast_came || ++net.bcast_turn % NET_BCAST_EVERY == 0);
+    int woke = net.bcast_woke;
+    net.bcast_woke = 0;
+    return net.ubcast.fd >= 0 && (net.listening || hole || woke || ++net.bcast_turn % NET_BCAST_EVERY == 0);
+}
+
+/* DATA packets the engines took beyond a hole so far. */
+static uint64_t net_holes(void)
+{
+    return rel_stats(net.rel[0])->out_of_order + rel_stats(net.rel[1])->out_of_order;
 }
 
 static void take_packet(const unsigned char *pkt, size_t len)
@@ -533,12 +543,12 @@ static void receive_batch(void)
         take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
         return;
     }
-    int got = udp_recv_batch(&net.udp, &net.rx, len, seg, NULL);
-    take_received(got, len, seg);
+    uint64_t holes = net_holes();
+    take_received(udp_recv_batch(&net.udp, &net.rx, len, seg, NULL), len, seg);
     /* broadcasts taken, what their senders sent before them is taken too
      * (the kernel queued it earlier), and then the broadcasts sent after
      * that, which were interleaved with it */
-    if (reading_bcast(got > 0) && drain(&net.ubcast, len, seg) && drain(&net.udp, len, seg))
+    if (reading_bcast(net_holes() != holes) && drain(&net.ubcast, len, seg) && drain(&net.udp, len, seg))
         drain(&net.ubcast, len, seg);
 }
 
@@ -616,7 +626,8 @@ static void net_wait(uint64_t max_ns)
     struct pollfd pfd[2] = {{.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN},
                             {.fd = net.ubcast.fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    ppoll(pfd, net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL);
+    if (ppoll(pfd, net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL) > 0 && (pfd[1].revents & POLLIN))
+        net.bcast_woke = 1; /* read by the next receive (unlocked here: only this thread waits) */
 }
 
 /* Both sockets (an epoll set) when the job has a broadcast receiver. */

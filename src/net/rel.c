@@ -739,6 +739,7 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
          * beyond it (the sender's loss detection needs no more), then at
          * the pace of in-order data */
         p->ooo++;
+        r->stats.out_of_order++;
         want_ack(p, p->ooo == 1 || p->ooo == DUPTHRESH ? now : add_sat(now, r->cfg.ack_delay_ns));
         return WIRE_OK;
     }

@@ -160,6 +160,7 @@ struct rel_stats {
     uint64_t multis_sent;      /* MULTI packets (rel_send_all), each counted in `sent` once per receiver */
     uint64_t rtt_samples;
     uint64_t received;         /* packets accepted by rel_input */
+    uint64_t out_of_order;     /* of which DATA beyond a hole (what came before it is missing) */
     uint64_t delivered;        /* messages released by the AM layer (DATA and BCAST) */
     uint64_t eagain_window;    /* rel_send refusals: window full */
     uint64_t eagain_credits;   /* rel_send refusals: receiver's buffer full */
