@@ -626,8 +626,11 @@ static void net_wait(uint64_t max_ns)
     struct pollfd pfd[2] = {{.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN},
                             {.fd = net.ubcast.fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    if (ppoll(pfd, net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL) > 0 && (pfd[1].revents & POLLIN))
-        net.bcast_woke = 1; /* read by the next receive (unlocked here: only this thread waits) */
+    if (ppoll(pfd, net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL) > 0 && (pfd[1].revents & POLLIN)) {
+        lock();
+        net.bcast_woke = 1; /* the next receive reads it */
+        unlock();
+    }
 }
 
 /* Both sockets (an epoll set) when the job has a broadcast receiver. */
