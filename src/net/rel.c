@@ -677,7 +677,8 @@ static void ready_push(struct rel *r, struct peer *p)
     r->ready_tail = p;
 }
 
-/* Keeps the payload of the received packet pkt until the AM layer takes
+/* Keeps the payload of the received packet pkt (at pkt + at: after the
+ * header, and a MULTI's vector) until the AM layer takes
  * it (*data, NULL when empty): in the carrier's buffer when the carrier
  * hands it over (*taken = pkt), so that a large payload is copied only
  * once, from there to where the AM layer puts it; else in a copy.  0 when
