@@ -205,8 +205,10 @@ SHOAL_API int shoal_am_request_medium(int dest, unsigned handler, unsigned flags
 /* One-sided broadcast: the request runs `handler` at every rank but this
  * one, as if sent to each (what a request to one rank may do, a handler
  * may do here; shoal_token_source names this rank).  Reliable, and in
- * order with this rank's other requests to each rank.  Today a request per
- * rank on every transport (an emulated broadcast; docs/API.md).
+ * order with this rank's other requests to each rank.  ONE frame every
+ * other rank takes over eth, and over udp with SHOAL_NET_BCAST=1, when every
+ * other rank is on that carrier, the job has at most 64 ranks and the
+ * message fits one packet; otherwise a request per rank (docs/API.md).
  * The rules and errors of shoal_am_request_short/medium, and SHOAL_EINVAL
  * with SHOAL_IMMEDIATE (a broadcast is never sent in part); with one rank
  * it checks its arguments and sends nothing. */
@@ -540,6 +542,7 @@ struct shoal_stats {
     /* messages and payload bytes sent, by class: [0] short, [1] medium, [2] long */
     uint64_t am_class_sent[3], bytes_class_sent[3];
     uint64_t wait_ns;              /* time in blocking calls that had to wait; counted with SHOAL_STATS=1 only */
+    uint64_t am_bcast_frames;      /* shoal_am_bcast_* calls sent as one frame every other rank took (eth, udp) */
 };
 SHOAL_API int shoal_stats_get(struct shoal_stats *out);
 

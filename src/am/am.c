@@ -450,10 +450,11 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
     return am_send(dest, AM_REQ, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args);
 }
 
-/* Each other rank's request, sent in turn from the next rank up, leaving
- * together (SHOAL_MORE) over a message transport: reliable on every
- * transport, where the carriers' one-packet broadcasts may be lost
- * (API.md).  Checked once, so a bad argument sends nothing. */
+/* One packet that every other rank takes as its next request, where the
+ * carrier broadcasts (eth, udp with SHOAL_NET_BCAST=1) and every other rank
+ * is on it; otherwise each other rank's request, sent in turn from the
+ * next rank up, leaving together (SHOAL_MORE).  Reliable either way (API.md).
+ * Checked once, so a bad argument sends nothing. */
 static int am_bcast(unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
                     unsigned nargs, const uint64_t *args, const char *call)
 {
@@ -463,6 +464,12 @@ static int am_bcast(unsigned handler, unsigned flags, enum am_kind kind, const v
         rc = am_check_medium(src, nbytes);
     if (!rc && (flags & SHOAL_IMMEDIATE))
         rc = SHOAL_EINVAL; /* a broadcast is not sent in part */
+    if (!rc && am.nranks > 1) {
+        rc = am_net_send_all(handler, flags, kind, src, nbytes, nargs, args);
+        if (rc != SHOAL_EINVAL)
+            return rc;
+        rc = SHOAL_OK; /* this job has no such packet: a request per rank */
+    }
     for (int i = 1; i < am.nranks && !rc; i++)
         rc = am_send((am.rank + i) % am.nranks, AM_REQ, handler, i + 1 < am.nranks ? flags | SHOAL_MORE : flags, kind,
                      src, nbytes, 0, 0, nargs, args);

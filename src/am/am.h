@@ -166,6 +166,13 @@ void am_net_fini(void);
 int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
                 const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs,
                 const uint64_t *args);
+/* A request to every other rank as one packet of the message transport
+ * (tp_ops.send_all), in order with each rank's other requests: SHOAL_OK,
+ * SHOAL_EINVAL when this job cannot (a rank on shared memory, no such
+ * packet on the carrier, too many ranks, a message of several packets: the
+ * caller sends one request per rank), or the transport's error. */
+int am_net_send_all(unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                    unsigned nargs, const uint64_t *args);
 /* Sends what requests with SHOAL_MORE left queued in the message transport
  * (nothing queues over shared memory). */
 void am_flush(void);

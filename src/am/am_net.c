@@ -68,20 +68,31 @@ static size_t am_net_data_at(const struct am_net_hdr *h, int first)
 
 /* ---- sending ------------------------------------------------------------ */
 
+/* One packet to dest, or to every other rank at once (dest AM_NET_ALL). */
+#define AM_NET_ALL (-1)
+static int am_net_try(int dest, enum am_class cls, const unsigned char *head, size_t hlen, const void *body,
+                      size_t blen)
+{
+    if (dest == AM_NET_ALL)
+        return am.tp->send_all((enum tp_channel)cls, head, hlen, body, blen);
+    return am.tp->send(dest, (enum tp_channel)cls, head, hlen, body, blen);
+}
+
 static int am_net_push(int dest, enum am_class cls, const unsigned char *head, size_t hlen, const void *body,
                        size_t blen)
 {
     struct util_backoff b;
     util_backoff_init(&b);
-    int rc = am.tp->send(dest, (enum tp_channel)cls, head, hlen, body, blen);
+    int rc = am_net_try(dest, cls, head, hlen, body, blen);
     if (UTIL_LIKELY(rc != SHOAL_EAGAIN))
         return rc;
-    hang_push("a send", dest, cls, NULL, am_describe_credits);
+    hang_push(dest == AM_NET_ALL ? "a broadcast" : "a send", dest, cls, NULL,
+              dest == AM_NET_ALL ? NULL : am_describe_credits);
     do {
         if (b.spins == 0)
             am.stats.send_stalls++;
         am_progress_wait(&b, cls == AM_REP);
-    } while ((rc = am.tp->send(dest, (enum tp_channel)cls, head, hlen, body, blen)) == SHOAL_EAGAIN);
+    } while ((rc = am_net_try(dest, cls, head, hlen, body, blen)) == SHOAL_EAGAIN);
     hang_pop();
     return rc;
 }
@@ -138,6 +149,42 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
     if (!(flags & SHOAL_MORE))
         am.tp->flush();
     am_count_sent(cls, kind, nbytes);
+    return SHOAL_OK;
+}
+
+/* Whether the transport can send one packet every other rank takes: it
+ * offers it, and reaches every other rank (none is on shared memory). */
+static int am_net_all_remote(void)
+{
+    if (!am.tp || !am.tp->send_all || !am.remote)
+        return 0;
+    for (int r = 0; r < am.nranks; r++)
+        if (r != am.rank && !am.remote[r])
+            return 0;
+    return 1;
+}
+
+int am_net_send_all(unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                    unsigned nargs, const uint64_t *args)
+{
+    struct am_net_hdr h = {.handler = (uint16_t)handler, .nargs = (uint8_t)nargs, .kind = (uint8_t)kind,
+                           .total = (uint32_t)nbytes};
+    if (!am_net_all_remote() || am_net_fragments(&h, nbytes) != 1)
+        return SHOAL_EINVAL;
+    unsigned char head[AM_NET_HEAD_MAX] = {0};
+    memcpy(head, &h, sizeof h);
+    if (nargs)
+        memcpy(head + sizeof h, args, 8 * (size_t)nargs);
+    am.pinned++; /* as am_net_send: nothing between this and the previous message's fragments */
+    int rc = am_net_push(AM_NET_ALL, AM_REQ, head, am_net_data_at(&h, 1), src, nbytes);
+    am.pinned--;
+    if (rc)
+        return rc;
+    if (!(flags & SHOAL_MORE))
+        am.tp->flush();
+    for (int i = 1; i < am.nranks; i++)
+        am_count_sent(AM_REQ, kind, nbytes);
+    am.stats.am_bcast_frames++;
     return SHOAL_OK;
 }
 

@@ -332,6 +332,18 @@ static int gamma_send_one(int dest, unsigned char port, unsigned char dest_port,
     return rc;
 }
 
+/* A BROADCAST port's message as one frame every other instance takes
+ * (§4.7: one raw frame on eth; am_net_send_all), outside handlers, where
+ * it fits one packet; SHOAL_EINVAL: send it to each instead. */
+static int gamma_send_frame(unsigned char dest_port, const void *data, size_t len)
+{
+    if (am_in_handler() || len > shoal_am_max_medium())
+        return SHOAL_EINVAL;
+    gamma_flush();
+    uint64_t a = dest_port;
+    return am_net_send_all(GAMMA_H_PORT, 0, AM_MEDIUM, data, len, 1, &a);
+}
+
 /* §4.4.1: returns once the message is handed to the transport, which
  * delivers it reliably; a send the transport refuses runs the port's error
  * handler with SENDFAILURE. */
@@ -346,8 +358,11 @@ int gamma_send(unsigned char output_port, void *data, unsigned long len)
         return SHOAL_EINVAL;
     if (p->dest_node != BROADCAST)
         rc = gamma_send_one(p->dest_node, output_port, p->dest_port, data, len);
-    for (int r = 0; p->dest_node == BROADCAST && r < g.nodes && !rc; r++)
-        rc = r == g.me ? SHOAL_OK : gamma_send_one(r, output_port, p->dest_port, data, len);
+    else if ((rc = gamma_send_frame(p->dest_port, data, len)) == SHOAL_EINVAL) {
+        rc = SHOAL_OK;
+        for (int r = 0; r < g.nodes && !rc; r++)
+            rc = r == g.me ? SHOAL_OK : gamma_send_one(r, output_port, p->dest_port, data, len);
+    }
     if (rc)
         gamma_failed(output_port, rc);
     return rc;

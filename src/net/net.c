@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,7 +69,10 @@ static struct {
     struct udp_sock udp;
     struct udp_sock ubcast;       /* udp: the broadcast receiver, fd -1 if the job has none */
     int listening;                /* callers inside a collective that wait for broadcasts (ubcast is read) */
-    int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST=1 */
+    unsigned bcast_turn;          /* receives since ubcast was last read outside a collective */
+    int bcast_woke;               /* net_wait woke for ubcast: the next receive reads it */
+    int waitset;                  /* epoll set of udp and ubcast, -1 without ubcast (net_wait_fd) */
+    int bcast_native;             /* a broadcast is one packet (eth, or ubcast open), SHOAL_NET_BCAST 1 or 2 */
     struct eth_sock eth;
     struct net_addr *peers;
     struct udp_conn *conns;       /* per rank: the socket connected to it (udp) */
@@ -107,7 +111,7 @@ static struct {
     pthread_mutex_t lock;
     _Atomic int thread_stop;
     _Atomic uint64_t attended_until; /* the progress thread stays out until then */
-} net = {.udp = {.fd = -1}, .ubcast = {.fd = -1}, .eth = {.fd = -1}};
+} net = {.udp = {.fd = -1}, .ubcast = {.fd = -1}, .eth = {.fd = -1}, .waitset = -1};
 
 /* ---- sending ------------------------------------------------------------ */
 
@@ -275,9 +279,9 @@ static void attended_until(uint64_t t)
 static void receive_batch(void);
 static uint64_t net_idle_ns(void);
 
-static int net_send(int dest, enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
+/* Before a send (the lock held): the time, and what arrived. */
+static void send_prologue(void)
 {
-    lock();
     /* a handler's reply takes the time of the poll that runs it: handlers
      * are short, and a clock read is a tenth of what sending a short
      * reply costs in user space */
@@ -289,7 +293,25 @@ static int net_send(int dest, enum tp_channel ch, const void *head, size_t hlen,
      * in what arrived (without running handlers) keeps them fresh. */
     if (net.now - net.last_rx > NET_SEND_RX_NS)
         receive_batch();
+}
+
+static int net_send(int dest, enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
+{
+    lock();
+    send_prologue();
     int rc = rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
+    unlock();
+    return rc;
+}
+
+/* One MULTI packet (rel_send_all) where a broadcast is one packet. */
+static int net_send_all(enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
+{
+    if (!net_bcast_native())
+        return SHOAL_EINVAL;
+    lock();
+    send_prologue();
+    int rc = rel_send_all(net.rel[ch], head, hlen, body, blen, net.now);
     unlock();
     return rc;
 }
@@ -421,11 +443,26 @@ static uint32_t claimed_src(const unsigned char *pkt, size_t len)
     return src;
 }
 
-/* Whether the broadcast receiver is read: only while a collective waits
- * for a broadcast; between collectives broadcasts wait in its buffer. */
-static int reading_bcast(void)
+/* Whether this receive reads the broadcast receiver: in every one while a
+ * collective waits for a broadcast, after a wait the receiver woke, and
+ * when a unicast packet came beyond a hole (a broadcast sent before it may
+ * hold its sender's missing sequence number: read in the same batch, it
+ * fills the hole before an ACK reports one); else in one of
+ * NET_BCAST_EVERY, so that a poll does not pay a second system call every
+ * time (a unicast ping-pong: one in NET_BCAST_EVERY polls). */
+#define NET_BCAST_EVERY 8u
+#define NET_DRAIN_MAX 8 /* receive batches that empty the broadcast socket */
+static int reading_bcast(int hole)
 {
-    return net.listening && net.ubcast.fd >= 0;
+    int woke = net.bcast_woke;
+    net.bcast_woke = 0;
+    return net.ubcast.fd >= 0 && (net.listening || hole || woke || ++net.bcast_turn % NET_BCAST_EVERY == 0);
+}
+
+/* DATA packets the engines took beyond a hole so far. */
+static uint64_t net_holes(void)
+{
+    return rel_stats(net.rel[0])->out_of_order + rel_stats(net.rel[1])->out_of_order;
 }
 
 static void take_packet(const unsigned char *pkt, size_t len)
@@ -481,6 +518,23 @@ static void take_received(int got, const size_t *len, const size_t *seg)
     net.rx_cur = -1;
 }
 
+/* Receives from s until it is empty (at most NET_DRAIN_MAX batches), and
+ * says how many packets came.  A rank's broadcasts and unicast packets
+ * take turns in its sequence numbers but arrive in two sockets: what one
+ * poll reads of them must be all that arrived, or its ACKs report holes
+ * that are only datagrams left in a socket, and their senders resend them
+ * (a single receive reads one datagram). */
+static int drain(struct udp_sock *s, size_t *len, size_t *seg)
+{
+    int got, all = 0, i = 0;
+    do { /* until a receive takes less than it asked for (rx.batch 0) */
+        got = udp_recv_batch(s, &net.rx, len, seg, NULL);
+        take_received(got, len, seg);
+        all += got > 0 ? got : 0;
+    } while (net.rx.batch && ++i < NET_DRAIN_MAX);
+    return all;
+}
+
 static void receive_batch(void)
 {
     size_t len[NET_BATCH], seg[NET_BATCH];
@@ -489,9 +543,13 @@ static void receive_batch(void)
         take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
         return;
     }
+    uint64_t holes = net_holes();
     take_received(udp_recv_batch(&net.udp, &net.rx, len, seg, NULL), len, seg);
-    if (reading_bcast())
-        take_received(udp_recv_batch(&net.ubcast, &net.rx, len, seg, NULL), len, seg);
+    /* broadcasts taken, what their senders sent before them is taken too
+     * (the kernel queued it earlier), and then the broadcasts sent after
+     * that, which were interleaved with it */
+    if (reading_bcast(net_holes() != holes) && drain(&net.ubcast, len, seg) && drain(&net.udp, len, seg))
+        drain(&net.ubcast, len, seg);
 }
 
 static uint64_t next_deadline(void)
@@ -568,13 +626,18 @@ static void net_wait(uint64_t max_ns)
     struct pollfd pfd[2] = {{.fd = net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd, .events = POLLIN},
                             {.fd = net.ubcast.fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    ppoll(pfd, reading_bcast() ? 2 : 1, &ts, NULL);
+    if (ppoll(pfd, net.ubcast.fd >= 0 ? 2 : 1, &ts, NULL) > 0 && (pfd[1].revents & POLLIN)) {
+        lock();
+        net.bcast_woke = 1; /* the next receive reads it */
+        unlock();
+    }
 }
 
-/* Broadcasts (the other socket) only matter inside a collective, when the
- * application is in shoal and polls itself. */
+/* Both sockets (an epoll set) when the job has a broadcast receiver. */
 static int net_wait_fd(void)
 {
+    if (net.waitset >= 0)
+        return net.waitset;
     return net.carrier == CARRIER_ETH ? net.eth.fd : net.udp.fd;
 }
 
@@ -746,6 +809,22 @@ static int start_engines(uint64_t job_id, const struct net_addr *me)
     return rc;
 }
 
+/* A thread that sleeps on one descriptor (net_wait_fd) wakes for either
+ * socket.  Without the set it wakes for unicast only, and a broadcast
+ * waits for its next poll. */
+static void open_waitset(void)
+{
+    int fds[2] = {net.udp.fd, net.ubcast.fd};
+    net.waitset = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < 2 && net.waitset >= 0; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(net.waitset, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+            close(net.waitset);
+            net.waitset = -1;
+        }
+    }
+}
+
 /* UDP broadcast, where the network allows it: when every rank's interface
  * has the same IPv4 broadcast address, each binds a receiver to it at rank
  * 0's port, and the job uses them only if every rank succeeded (a second
@@ -754,7 +833,9 @@ static int open_udp_bcast(void)
 {
     static const uint8_t none[4];
     const uint8_t *b = net.peers[0].bcast;
-    int same = memcmp(b, none, 4) != 0 && util_config_int(CFG_NET_BCAST) == 1;
+    /* loopback's (127.255.255.255) only when asked for: one host's tests */
+    long long want = util_config_int(CFG_NET_BCAST);
+    int same = memcmp(b, none, 4) != 0 && (want == 2 || (want == 1 && b[0] != 127));
     for (int r = 1; r < net.nranks && same; r++)
         same = net.peers[r].udp.family == 4 && memcmp(net.peers[r].bcast, b, 4) == 0;
     if (!same)
@@ -772,6 +853,8 @@ static int open_udp_bcast(void)
         if (net.rank == 0)
             LOG(LOG_INFO, "not every rank could receive UDP broadcasts: collectives use reliable messages");
     }
+    if (net.ubcast.fd >= 0)
+        open_waitset();
     return rc;
 }
 
@@ -852,7 +935,7 @@ static int net_init(const struct tp_init *in)
     int threaded = strcmp(util_config_str(CFG_PROGRESS), "thread") == 0;
     if (util_config_int(CFG_NET_THREAD) == 1 && !threaded && (rc = start_thread()) != SHOAL_OK)
         return rc;
-    net.bcast_native = net.carrier == CARRIER_ETH ? util_config_int(CFG_NET_BCAST) == 1 : net.ubcast.fd >= 0;
+    net.bcast_native = net.carrier == CARRIER_ETH ? util_config_int(CFG_NET_BCAST) >= 1 : net.ubcast.fd >= 0;
     net.active = 1;
     char what[128];
     LOG(LOG_INFO, "cluster transport %s, largest payload %zu, incarnation %u", net_describe(what, sizeof what),
@@ -908,6 +991,8 @@ static void net_fini(void)
         udp_conn_close(&net.conns[r]);
     udp_close(&net.udp);
     udp_close(&net.ubcast);
+    if (net.waitset >= 0)
+        close(net.waitset);
     eth_close(&net.eth);
     free(net.peers);
     free(net.conns);
@@ -916,7 +1001,7 @@ static void net_fini(void)
         free(net.rx.iov[i].iov_base);
     pool_fini(&net.spare);
     memset(&net, 0, sizeof net);
-    net.udp.fd = net.ubcast.fd = net.eth.fd = -1;
+    net.udp.fd = net.ubcast.fd = net.eth.fd = net.waitset = -1;
 }
 
 static const char *net_carrier(void)
@@ -969,6 +1054,7 @@ const struct tp_ops net_transport = {
     .wait = net_wait,
     .describe = net_describe,
     .stats = net_get_stats,
+    .send_all = net_send_all,
     .bcast = net_bcast,
     .bcast_native = net_bcast_native,
     .bcast_listen = net_bcast_listen,

@@ -677,20 +677,22 @@ static void ready_push(struct rel *r, struct peer *p)
     r->ready_tail = p;
 }
 
-/* Keeps the payload of the received packet pkt until the AM layer takes
+/* Keeps the payload of the received packet pkt (at pkt + at: after the
+ * header, and a MULTI's vector) until the AM layer takes
  * it (*data, NULL when empty): in the carrier's buffer when the carrier
  * hands it over (*taken = pkt), so that a large payload is copied only
  * once, from there to where the AM layer puts it; else in a copy.  0 when
  * memory ran out, counted (the packet is dropped as if beyond the window,
  * and the sender will resend it). */
-static int keep_payload(struct rel *r, const struct wire_header *h, const void *pkt, void **data, void **taken)
+static int keep_payload(struct rel *r, const struct wire_header *h, const void *pkt, size_t at, void **data,
+                        void **taken)
 {
     *data = *taken = NULL;
     if (!h->len)
         return 1;
-    if (r->io.take && r->io.take(r->ctx, pkt, WIRE_HEADER_BYTES + (size_t)h->len)) {
+    if (r->io.take && r->io.take(r->ctx, pkt, at + (size_t)h->len)) {
         *taken = (void *)pkt;
-        *data = (unsigned char *)*taken + WIRE_HEADER_BYTES;
+        *data = (unsigned char *)*taken + at;
         return 1;
     }
     /* 64-byte aligned, as the carrier's buffers keep payloads: the AM
@@ -703,7 +705,7 @@ static int keep_payload(struct rel *r, const struct wire_header *h, const void *
         r->stats.nomem++;
         return 0;
     }
-    memcpy(*data, (const unsigned char *)pkt + WIRE_HEADER_BYTES, h->len);
+    memcpy(*data, (const unsigned char *)pkt + at, h->len);
     return 1;
 }
 
@@ -715,8 +717,9 @@ static void drop_payload(struct rel *r, void *data, void *taken)
         free(data);
 }
 
+/* A DATA packet, or this rank's part of a MULTI one: its payload at pkt + at. */
 static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wire_header *h,
-                                 const void *pkt, uint64_t now)
+                                 const void *pkt, size_t at, uint64_t now)
 {
     uint32_t mask = r->cfg.rcv_buf - 1, end = p->consumed + r->cfg.rcv_buf;
     if (seq_le(h->seq, p->rcv_ack) || (seq_le(h->seq, end) && p->rx[h->seq & mask].present)) {
@@ -728,7 +731,7 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
         return WIRE_DROP_WINDOW;
     }
     struct rx_slot *s = &p->rx[h->seq & mask];
-    if (!keep_payload(r, h, pkt, &s->data, &s->taken))
+    if (!keep_payload(r, h, pkt, at, &s->data, &s->taken))
         return WIRE_DROP_WINDOW;
     s->len = h->len;
     s->present = 1;
@@ -737,6 +740,7 @@ static enum wire_verdict rx_data(struct rel *r, struct peer *p, const struct wir
          * beyond it (the sender's loss detection needs no more), then at
          * the pace of in-order data */
         p->ooo++;
+        r->stats.out_of_order++;
         want_ack(p, p->ooo == 1 || p->ooo == DUPTHRESH ? now : add_sat(now, r->cfg.ack_delay_ns));
         return WIRE_OK;
     }
@@ -756,7 +760,7 @@ static enum wire_verdict rx_bcast(struct rel *r, const struct wire_header *h, co
     if (r->bq_len == r->cfg.rcv_buf)
         return WIRE_DROP_WINDOW;
     struct bcast_msg *b = &r->bq[(r->bq_head + r->bq_len) & (r->cfg.rcv_buf - 1)];
-    if (!keep_payload(r, h, pkt, &b->data, &b->taken))
+    if (!keep_payload(r, h, pkt, WIRE_HEADER_BYTES, &b->data, &b->taken))
         return WIRE_DROP_WINDOW;
     b->src = h->src;
     b->len = h->len;
@@ -789,7 +793,8 @@ static void heard(struct rel *r, struct peer *p, uint64_t now)
 /* The ack fields of h (when it is DATA of the other channel's: see
  * ack_channel) go to engine a's state for the sender, q; the rest to r's,
  * p.  Both pass the incarnation checks before either changes. */
-static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *pkt, uint64_t now)
+static enum wire_verdict accept(struct rel *r, const struct wire_header *h, const void *pkt, size_t at,
+                                uint64_t now)
 {
     struct rel *a = r;
     engine_ran(r, now);
@@ -805,15 +810,15 @@ static enum wire_verdict accept(struct rel *r, const struct wire_header *h, cons
         v = check_incarnation(a, q, h);
     if (v != WIRE_OK)
         return v;
-    if (h->type != WIRE_BCAST && rx_ack(a, q, h, now))
+    if (h->type != WIRE_BCAST && h->type != WIRE_MULTI && rx_ack(a, q, h, now)) /* those carry none */
         return WIRE_DROP_WINDOW;
     heard(r, p, now);
     if (r->other && r->other->peers[h->src]) /* a packet on either channel shows the peer alive to both */
         heard(r->other, r->other->peers[h->src], now);
     if (q != p)
         note_deadline(a, q);
-    if (h->type == WIRE_DATA)
-        v = rx_data(r, p, h, pkt, now);
+    if (h->type == WIRE_DATA || h->type == WIRE_MULTI)
+        v = rx_data(r, p, h, pkt, at, now);
     else if (h->type == WIRE_KEEPALIVE)
         want_ack(p, now);
     else if (h->type == WIRE_BCAST)
@@ -931,6 +936,8 @@ int rel_send(struct rel *r, uint32_t peer, const void *payload, size_t len, uint
     return rel_send2(r, peer, payload, len, NULL, 0, now);
 }
 
+static struct tx_slot *store_data(struct rel *r, struct peer *p, unsigned char *copy, uint32_t len, uint64_t now);
+
 int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
               uint64_t now)
 {
@@ -947,16 +954,85 @@ int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const
     if (rc != SHOAL_OK)
         return rc;
     put_payload(copy, head, hlen, body, blen);
+    struct tx_slot *t = store_data(r, p, copy, (uint32_t)len, now);
+    send_packet(r, p, WIRE_DATA, ack_request(r, p, t->seq), t->seq, t->pkt, t->len);
+    note_deadline(r, p);
+    return SHOAL_OK;
+}
+
+/* The packet whose payload is in copy (len bytes) takes p's next sequence
+ * number and is in flight from now: what the retransmissions resend. */
+static struct tx_slot *store_data(struct rel *r, struct peer *p, unsigned char *copy, uint32_t len, uint64_t now)
+{
     uint32_t seq = p->nxt++;
     struct tx_slot *t = &p->tx[seq & (r->tx_slots - 1)];
-    *t = (struct tx_slot){.pkt = copy, .seq = seq, .len = (uint32_t)len, .state = TX_INFLIGHT};
+    *t = (struct tx_slot){.pkt = copy, .seq = seq, .len = len, .state = TX_INFLIGHT};
     p->flight_bytes += len;
     txl_stamp(p, t, now);
     if (p->rto_due == REL_NEVER)
         arm_rto(r, p, now);
     r->stats.sent++;
-    send_packet(r, p, WIRE_DATA, ack_request(r, p, seq), seq, t->pkt, t->len);
-    note_deadline(r, p);
+    return t;
+}
+
+/* Every other rank's state, all or none: SHOAL_OK when each takes one more
+ * packet now, and each's stored copy of the payload (len bytes) in
+ * copies[rank]. */
+static int admit_all(struct rel *r, struct peer **peers, unsigned char **copies, uint32_t len, uint64_t now)
+{
+    int rc = SHOAL_OK;
+    memset(copies, 0, r->cfg.nranks * sizeof *copies);
+    for (uint32_t i = 0; i < r->cfg.nranks && rc == SHOAL_OK; i++) {
+        if (i == r->cfg.self)
+            continue;
+        peers[i] = peer_get(r, i, now);
+        rc = peers[i] ? admit(r, peers[i], now) : SHOAL_ENOMEM;
+        if (rc == SHOAL_OK && !(copies[i] = pkt_alloc(r, len)))
+            rc = SHOAL_ENOMEM;
+    }
+    if (rc == SHOAL_OK)
+        return rc;
+    for (uint32_t i = 0; i < r->cfg.nranks; i++)
+        if (copies[i])
+            pkt_free(r, copies[i], len);
+    if (rc == SHOAL_ENOMEM)
+        r->stats.nomem++;
+    return rc;
+}
+
+int rel_send_all(struct rel *r, const void *head, size_t hlen, const void *body, size_t blen, uint64_t now)
+{
+    size_t len = hlen + blen, vec = wire_multi_vector_bytes(r->cfg.nranks);
+    if (r->cfg.nranks > WIRE_MULTI_MAX_RANKS || r->cfg.nranks < 2 || vec + len > r->cfg.max_payload)
+        return SHOAL_EINVAL;
+    struct peer *peers[WIRE_MULTI_MAX_RANKS];
+    unsigned char *copies[WIRE_MULTI_MAX_RANKS];
+    unsigned char *frame = malloc(WIRE_HEADER_BYTES + vec + len);
+    int rc = frame ? admit_all(r, peers, copies, (uint32_t)len, now) : SHOAL_ENOMEM;
+    if (rc != SHOAL_OK) {
+        r->stats.nomem += !frame;
+        free(frame);
+        return rc;
+    }
+    memset(frame + WIRE_HEADER_BYTES, 0, vec);
+    put_payload(frame + vec, head, hlen, body, blen);
+    uint16_t flags = r->cfg.reply_channel ? WIRE_F_REPLY | WIRE_F_ACK_REPLY : 0;
+    for (uint32_t i = 0; i < r->cfg.nranks; i++) {
+        if (i == r->cfg.self)
+            continue;
+        struct peer *p = peers[i];
+        memcpy(copies[i] + WIRE_HEADER_BYTES, frame + vec + WIRE_HEADER_BYTES, len);
+        struct tx_slot *t = store_data(r, p, copies[i], (uint32_t)len, now);
+        flags |= ack_request(r, p, t->seq); /* one receiver's need makes every one answer at once */
+        wire_multi_put(frame + WIRE_HEADER_BYTES, i, t->seq, p->inc);
+        note_deadline(r, p);
+    }
+    struct wire_header h = {.type = WIRE_MULTI, .flags = flags, .job = r->cfg.job, .src = r->cfg.self,
+                            .dst = WIRE_BROADCAST, .src_inc = r->cfg.incarnation, .len = (uint16_t)(vec + len)};
+    wire_encode_header(frame, &h, &r->cfg.key, r->cfg.need_checksum);
+    r->stats.multis_sent++;
+    r->io.xmit(r->ctx, WIRE_BROADCAST, frame, WIRE_HEADER_BYTES + vec + len, 0);
+    free(frame);
     return SHOAL_OK;
 }
 
@@ -986,8 +1062,15 @@ enum wire_verdict rel_input(struct rel *r, const void *pkt, size_t len, uint64_t
     enum wire_verdict v = wire_decode(pkt, len, &r->expect, &h);
     if (v == WIRE_OK && !(h.flags & WIRE_F_REPLY) != !r->cfg.reply_channel)
         v = WIRE_DROP_TYPE;
+    size_t at = WIRE_HEADER_BYTES;
+    if (v == WIRE_OK && h.type == WIRE_MULTI) { /* this rank's DATA packet: its entry and the message */
+        size_t vec = wire_multi_vector_bytes(r->cfg.nranks);
+        wire_multi_get((const unsigned char *)pkt + at, r->cfg.self, &h.seq, &h.dst_inc);
+        h.len = (uint16_t)(h.len - vec);
+        at += vec;
+    }
     if (v == WIRE_OK)
-        v = accept(r, &h, pkt, now);
+        v = accept(r, &h, pkt, at, now);
     if (v == WIRE_OK)
         r->stats.received++;
     else

@@ -77,6 +77,12 @@
  *    ones wait in a queue of rcv_buf (beyond: WIRE_DROP_WINDOW) and reach
  *    the AM layer through rel_recv marked bcast.  They may be lost,
  *    duplicated or reordered.
+ *  - A MULTI packet (rel_send_all) is one DATA packet to every other rank
+ *    at once: its payload's vector gives each receiver its sequence number
+ *    (and incarnation as the sender knows it), and each receiver takes it
+ *    as the DATA packet of that number.  It carries no acknowledgements.
+ *    The sender keeps one stored copy per receiver, so a loss is repaired
+ *    by the ordinary unicast retransmission of that number.
  *  - Every rank of a job uses the same rcv_buf and first_seq: a sender
  *    assumes rcv_buf credits before it first hears from a peer. */
 #ifndef SHOAL_NET_REL_H
@@ -151,8 +157,10 @@ struct rel_stats {
     uint64_t keepalives_sent;  /* KEEPALIVEs for liveness */
     uint64_t probes_sent;      /* KEEPALIVEs probing a closed receive window */
     uint64_t bcasts_sent;
+    uint64_t multis_sent;      /* MULTI packets (rel_send_all), each counted in `sent` once per receiver */
     uint64_t rtt_samples;
     uint64_t received;         /* packets accepted by rel_input */
+    uint64_t out_of_order;     /* of which DATA beyond a hole (what came before it is missing) */
     uint64_t delivered;        /* messages released by the AM layer (DATA and BCAST) */
     uint64_t eagain_window;    /* rel_send refusals: window full */
     uint64_t eagain_credits;   /* rel_send refusals: receiver's buffer full */
@@ -202,6 +210,16 @@ uint32_t rel_room(const struct rel *r, uint32_t peer);
 /* The same, for a payload in two parts (head, then body), stored as one. */
 int rel_send2(struct rel *r, uint32_t peer, const void *head, size_t hlen, const void *body, size_t blen,
               uint64_t now);
+
+/* Queues payload for reliable delivery to every other rank, in order with
+ * what rel_send sends each, as ONE packet (MULTI) that tells each receiver
+ * the sequence number it takes in that receiver's stream; a receiver that
+ * misses it gets that sequence number again by the ordinary retransmission
+ * (a DATA packet to it alone).  All or none: SHOAL_OK; SHOAL_EAGAIN (some
+ * peer's window or credits full: retry after rel_input or rel_tick);
+ * SHOAL_EPEERDEAD; SHOAL_EINVAL (more than WIRE_MULTI_MAX_RANKS ranks, one
+ * rank, or len above max_payload less the vector); SHOAL_ENOMEM. */
+int rel_send_all(struct rel *r, const void *head, size_t hlen, const void *body, size_t blen, uint64_t now);
 
 /* Sends payload to every other rank, once, unsequenced. SHOAL_OK,
  * SHOAL_EINVAL (len > max_payload) or SHOAL_ENOMEM. */

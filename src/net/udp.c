@@ -179,10 +179,13 @@ static void iface_of(int fd, const struct udp_endpoint *e, struct udp_sock *s)
         if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
             s->mtu = (unsigned)ifr.ifr_mtu;
         /* only a configured broadcast address is one the kernel routes as
-         * broadcast ("ip addr add A/24 brd +"); loopback has none */
+         * broadcast ("ip addr add A/24 brd +"); loopback has none, but the
+         * kernel's local table routes 127.255.255.255 as broadcast on lo */
         if (e->family == 4 && (ifa->ifa_flags & IFF_BROADCAST) && ifa->ifa_broadaddr &&
             ifa->ifa_broadaddr->sa_family == AF_INET)
             memcpy(s->bcast, &((const struct sockaddr_in *)ifa->ifa_broadaddr)->sin_addr, 4);
+        else if (e->family == 4 && (ifa->ifa_flags & IFF_LOOPBACK))
+            memcpy(s->bcast, (const uint8_t[4]){127, 255, 255, 255}, 4);
         break;
     }
     freeifaddrs(list);

@@ -339,14 +339,33 @@ enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expec
     if (h->mac != wire_mac(p, h->len, &e->key))
         return WIRE_DROP_AUTH;
     if (h->src >= e->nranks || h->src == e->self || (h->dst != e->self && h->dst != WIRE_BROADCAST) ||
-        (h->dst == WIRE_BROADCAST) != (h->type == WIRE_BCAST))
+        (h->dst == WIRE_BROADCAST) != (h->type == WIRE_BCAST || h->type == WIRE_MULTI))
         return WIRE_DROP_RANK;
     if (h->type == 0 || h->type >= WIRE_TYPES || (h->flags & ~WIRE_FLAGS) || h->src_inc == 0 ||
         (h->type != WIRE_DATA && !(h->flags & WIRE_F_REPLY) != !(h->flags & WIRE_F_ACK_REPLY)))
         return WIRE_DROP_TYPE;
-    if (h->len && h->type != WIRE_DATA && h->type != WIRE_BCAST)
+    if (h->len && h->type != WIRE_DATA && h->type != WIRE_BCAST && h->type != WIRE_MULTI)
         return WIRE_DROP_LENGTH;
+    if (h->type == WIRE_MULTI && (e->nranks > WIRE_MULTI_MAX_RANKS || h->len < wire_multi_vector_bytes(e->nranks)))
+        return WIRE_DROP_LENGTH; /* no vector, or a job too large to have one */
     return WIRE_OK;
+}
+
+size_t wire_multi_vector_bytes(uint32_t nranks)
+{
+    return ((size_t)nranks * WIRE_MULTI_ENTRY + 63u) & ~(size_t)63u;
+}
+
+void wire_multi_put(unsigned char *v, uint32_t rank, uint32_t seq, uint32_t dst_inc)
+{
+    put32(v + (size_t)rank * WIRE_MULTI_ENTRY, seq);
+    put32(v + (size_t)rank * WIRE_MULTI_ENTRY + 4, dst_inc);
+}
+
+void wire_multi_get(const unsigned char *v, uint32_t rank, uint32_t *seq, uint32_t *dst_inc)
+{
+    *seq = get32(v + (size_t)rank * WIRE_MULTI_ENTRY);
+    *dst_inc = get32(v + (size_t)rank * WIRE_MULTI_ENTRY + 4);
 }
 
 const char *wire_verdict_name(enum wire_verdict v)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4c4f4853u   /* "SHOL" read little-endian */
-#define WIRE_VERSION 3u
+#define WIRE_VERSION 4u
 #define WIRE_ETHERTYPE 0x88b5u   /* IEEE 802 local experimental EtherType 1 */
 #define WIRE_HEADER_BYTES 64u
 /* where the fields that tell a packet's job and sender lie (little-endian,
@@ -20,12 +20,19 @@
 #define WIRE_OFF_SRC 24u
 #define WIRE_BROADCAST 0xffffffffu /* dst of a packet for every rank of the job */
 #define WIRE_MAX_PAYLOAD 65000u  /* fits one UDP datagram; carriers lower it to their MTU */
+/* A MULTI packet's payload starts with a vector of one 8-byte entry per
+ * rank of the job (seq, dst_inc; little-endian), padded to 64 bytes so the
+ * message after it keeps the payload's alignment; jobs of more ranks
+ * broadcast one DATA packet per rank instead. */
+#define WIRE_MULTI_MAX_RANKS 64u
+#define WIRE_MULTI_ENTRY 8u
 
 enum wire_type {
     WIRE_DATA = 1,      /* reliable, sequenced: carries AM-layer bytes */
     WIRE_ACK = 2,       /* acknowledgement only (seq unused) */
     WIRE_KEEPALIVE = 3, /* liveness probe during silence; answered by an ACK */
     WIRE_BCAST = 4,     /* unsequenced one-to-all datagram (barrier release, broadcast) */
+    WIRE_MULTI = 5,     /* one DATA packet for every other rank: each finds its seq in the payload's vector */
     WIRE_TYPES
 };
 
@@ -131,5 +138,12 @@ size_t wire_packet_bytes(const void *p, size_t n);
 enum wire_verdict wire_decode(const void *buf, size_t n, const struct wire_expect *e, struct wire_header *out);
 
 const char *wire_verdict_name(enum wire_verdict v);
+
+/* The bytes of a MULTI packet's vector in a job of nranks (<=
+ * WIRE_MULTI_MAX_RANKS), and where rank's entry says its sequence number
+ * and incarnation are (the vector at v, little-endian). */
+size_t wire_multi_vector_bytes(uint32_t nranks);
+void wire_multi_put(unsigned char *v, uint32_t rank, uint32_t seq, uint32_t dst_inc);
+void wire_multi_get(const unsigned char *v, uint32_t rank, uint32_t *seq, uint32_t *dst_inc);
 
 #endif

@@ -143,6 +143,12 @@ struct tp_ops {
     /* Optional (NULL: not offered).  Best-effort message to every other
      * rank, delivered with bcast set (SHOAL_EINVAL above max_payload). */
     int (*bcast)(const void *head, size_t hlen, const void *body, size_t blen);
+    /* Optional: queues one message for every other rank as ONE
+     * transmission, delivered reliably and in order with send()'s to each
+     * (as if sent to each).  SHOAL_OK, SHOAL_EAGAIN (some rank has no room),
+     * SHOAL_EPEERDEAD, SHOAL_EINVAL (not possible in this job: no native
+     * broadcast, too many ranks, too large; send to each instead). */
+    int (*send_all)(enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen);
     /* 1 when bcast is one transmission every other host receives. */
     int (*bcast_native)(void);
     /* A collective starts (1) or stops (0) waiting for broadcasts (nests). */

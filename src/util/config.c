@@ -51,7 +51,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
                         "1: a progress thread keeps the cluster transport's acknowledgements, retransmissions and keepalives going while the application computes without calling shoal (it looks every 10 ms, works only after 5 ms without a call, never runs handlers); 0: only calls into shoal do; with SHOAL_PROGRESS=thread that thread does this work and this one is not started"},
     [CFG_NET_BCAST] = {"SHOAL_NET_BCAST", "1",
-                       "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost; 0: only reliable messages along a tree"},
+                       "1: the barrier's release, and shoal_broadcast payloads of up to 8 packets on 3 hosts or more, cross hosts as ONE broadcast packet (a raw frame to ff:ff:ff:ff:ff:ff on eth; on udp a datagram to the interface's broadcast address, when every rank's interface has the same one), with reliable recovery of what is lost, and shoal_am_bcast_* messages leave as one packet every other rank takes in its reliable stream; 2: as 1, and on loopback too (127.255.255.255: jobs on one host with SHOAL_NET_LOCAL=1); 0: only reliable messages along a tree, and a request per rank"},
     [CFG_NET_GSO] = {"SHOAL_NET_GSO", "1",
                      "udp: 1: a run of up to 64 equal-sized datagrams to one peer (a large message's fragments) leaves in one system call that the kernel cuts into datagrams (UDP_SEGMENT, Linux 4.18+; kept only where the kernel accepts it), and arrives in one buffer where the kernel keeps it whole (UDP_GRO; 64 KiB receive buffers); 0: one datagram per system call entry"},
     [CFG_NET_AUTH] = {"SHOAL_NET_AUTH", "full",
@@ -168,7 +168,9 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return util_transport_find(v) < 0 ? -1 : 0;
     case CFG_NET_AUTH:
         return (strcmp(v, "full") && strcmp(v, "header")) ? -1 : 0;
-    case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_BCAST: case CFG_NET_GSO:
+    case CFG_NET_BCAST:
+        return (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2")) ? -1 : 0;
+    case CFG_RMA_DIRECT: case CFG_NET_LOCAL: case CFG_NET_THREAD: case CFG_NET_GSO:
     case CFG_CRL_STATS: case CFG_BACKTRACE: case CFG_STATS: case CFG_COSMOS: case CFG_COSMOS_SENDER_INDEX:
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_RMA_NATIVE:

@@ -26,9 +26,9 @@ SELF = 1
 NRANKS = 4
 
 MAGIC = 0x4C4F4853  # "SHOL"
-VERSION = 3
+VERSION = 4
 BROADCAST = 0xFFFFFFFF
-DATA, ACK, KEEPALIVE, BCAST = 1, 2, 3, 4
+DATA, ACK, KEEPALIVE, BCAST, MULTI = 1, 2, 3, 4, 5
 F_ACK_NOW = 0x1
 F_REPLY = 0x2
 F_ACK_REPLY = 0x4
@@ -116,7 +116,7 @@ def nh(key, data):
 def packet(ptype=DATA, payload=b"", csum=True, **f):
     """A packet from SELF's peer 2 (or f["src"]) to SELF; f overrides any header field."""
     h = dict(magic=MAGIC, version=VERSION, type=ptype, flags=0, job=JOB, mac=None, src=2,
-             dst=BROADCAST if ptype == BCAST else SELF, src_inc=0x5EED0002, dst_inc=0x5EED0001,
+             dst=BROADCAST if ptype in (BCAST, MULTI) else SELF, src_inc=0x5EED0002, dst_inc=0x5EED0001,
              seq=1 if ptype == DATA else 0, ack=0, sack=0, credits=64, len=len(payload))
     unknown = set(f) - set(h) - {"csum_value", "tag_key"}
     assert not unknown, unknown
@@ -133,6 +133,12 @@ def packet(ptype=DATA, payload=b"", csum=True, **f):
     head = head(mac)
     c = f.get("csum_value", crc32c(head) if csum else 0)
     return head + struct.pack("<I", c) + payload
+
+
+def multi_vector(entries):
+    """A MULTI payload's vector: (seq, dst_inc) per rank of NRANKS, padded to 64 bytes."""
+    v = b"".join(struct.pack("<II", *entries.get(r, (0, 0))) for r in range(NRANKS))
+    return v + bytes(-len(v) % 64)
 
 
 def corrupt(pkt, offset, mask):
@@ -160,6 +166,10 @@ def cases():
     yield "keepalive-nocsum", packet(KEEPALIVE, csum=False, src=0)
     yield "bcast-len8-csum", packet(BCAST, body[:8], src=3)
     yield "bcast-len0-nocsum", packet(BCAST, csum=False, src=0)
+    vec = multi_vector({0: (5, 0x5EED0000), SELF: (9, 0x5EED0001), 3: (2, 0)})
+    yield "multi-len16-csum", packet(MULTI, vec + body[:16], src=2)
+    yield "multi-vector-only-nocsum", packet(MULTI, vec, csum=False, src=0, flags=F_ACK_NOW)
+    yield "multi-reply-channel", packet(MULTI, vec + body[:8], src=3, flags=F_REPLY | F_ACK_REPLY)
     # shorter than a header
     yield "short-empty", b""
     yield "short-1", good[:1]
@@ -170,7 +180,8 @@ def cases():
     yield "version-0", packet(DATA, version=0)
     yield "version-1", packet(DATA, version=1)
     yield "version-2", packet(DATA, version=2)
-    yield "version-4", packet(DATA, version=4)
+    yield "version-3", packet(DATA, version=3)
+    yield "version-5", packet(DATA, version=5)
     # another job; a tag the job's secret did not make
     yield "job-other", packet(DATA, job=JOB ^ 1)
     yield "mac-other-secret", packet(DATA, body[:16], tag_key=(KEY[0], KEY[1] ^ 1))
@@ -182,9 +193,10 @@ def cases():
     yield "rank-dst-other", packet(DATA, dst=3)
     yield "rank-data-to-broadcast", packet(DATA, dst=BROADCAST)
     yield "rank-bcast-to-one", packet(BCAST, body[:8], dst=SELF)
+    yield "rank-multi-to-one", packet(MULTI, vec + body[:8], dst=SELF)
     # types and flags
     yield "type-0", packet(0)
-    yield "type-5", packet(5)
+    yield "type-6", packet(6)
     yield "type-255", packet(255)
     yield "flags-unknown", packet(DATA, flags=0x8001)
     yield "flags-ack-other-channel", packet(ACK, flags=F_ACK_REPLY)
@@ -195,6 +207,8 @@ def cases():
     yield "len-over-max", packet(DATA, len=65001)  # header only: the limit is checked before the tag
     yield "len-ack-payload", packet(ACK, body[:1])
     yield "len-keepalive-payload", packet(KEEPALIVE, body[:4])
+    yield "len-multi-short-vector", packet(MULTI, vec[:24])
+    yield "flags-multi-ack-other-channel", packet(MULTI, vec, flags=F_ACK_REPLY)
     # checksums
     yield "csum-wrong", packet(DATA, body[:16], csum_value=crc32c(good[:60]) ^ 0x00010000)
     yield "csum-corrupt-seq", corrupt(good, 40, 0x04)

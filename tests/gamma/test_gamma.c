@@ -252,6 +252,12 @@ static void test_broadcast(void)
     }
     for (int r = 0; r < n; r++)
         CHECK(bcast_from[r] == (r == me ? 0 : 5), "%d broadcasts from instance %d", bcast_from[r], r);
+    const char *frames = getenv("TEST_BCAST_FRAMES"); /* expected: each send one frame (1) or none (0) */
+    struct shoal_stats st;
+    CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
+    if (frames)
+        CHECK(st.am_bcast_frames == (atoi(frames) ? 5u : 0u), "%llu broadcasts left as one frame",
+              (unsigned long long)st.am_bcast_frames);
 }
 
 /* ---- large --------------------------------------------------------------------- */

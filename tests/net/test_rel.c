@@ -525,6 +525,160 @@ static void bcast(void)
     sim_fini(&s);
 }
 
+/* ---- one packet to all (MULTI) -------------------------------------------------- */
+
+/* Node 0 sends numbered messages to every other node, in turn as one
+ * MULTI packet (rel_send_all) and as a packet to each (rel_send); each
+ * receiver must take 0, 1, 2, ... once each and in order, whatever is lost. */
+struct multi {
+    uint32_t left, sent;     /* messages still to send, sent */
+    uint32_t got[SIM_MAX_NODES];
+    const unsigned char *frame; /* a MULTI packet node 0 sent (captured by multi_tap), and its length */
+    size_t frame_len;
+    unsigned char copy[WIRE_HEADER_BYTES + 2 * WIRE_MULTI_MAX_RANKS * WIRE_MULTI_ENTRY + 64];
+};
+
+static size_t multi_msg(uint32_t k, unsigned char *buf)
+{
+    size_t len = 8 + k % 40;
+    memcpy(buf, &k, 4);
+    for (size_t i = 4; i < len; i++)
+        buf[i] = (unsigned char)(k * 31 + i);
+    return len;
+}
+
+static uint64_t multi_app(struct sim *s, void *ctx, int *done)
+{
+    struct multi *m = ctx;
+    unsigned char buf[64], want[64];
+    for (; m->left; m->left--, m->sent++) {
+        size_t len = multi_msg(m->sent, buf);
+        int rc = SHOAL_OK;
+        if (m->sent % 2 == 0)
+            rc = rel_send_all(s->nodes[0].rel, buf, 4, buf + 4, len - 4, s->now);
+        else /* all or none, as rel_send_all: a refusal leaves nothing half sent */
+            for (uint32_t j = 1; j < s->n && rc == SHOAL_OK; j++)
+                rc = rel_room(s->nodes[0].rel, j) ? SHOAL_OK : SHOAL_EAGAIN;
+        for (uint32_t j = 1; j < s->n && rc == SHOAL_OK && m->sent % 2; j++)
+            CHECK_RC(rel_send(s->nodes[0].rel, j, buf, len, s->now), SHOAL_OK);
+        if (rc == SHOAL_EAGAIN)
+            break;
+        CHECK_RC(rc, SHOAL_OK);
+    }
+    *done = 1;
+    for (uint32_t j = 1; j < s->n; j++) {
+        struct rel_msg msg;
+        while (rel_recv(s->nodes[j].rel, &msg) == SHOAL_OK) {
+            size_t len = multi_msg(m->got[j], want);
+            CHECK(msg.peer == 0 && !msg.bcast && msg.len == len && !memcmp(msg.data, want, len),
+                  "node %u: message %u from %u wrong (%zu bytes, lost, repeated or out of order)", j, m->got[j],
+                  msg.peer, msg.len);
+            m->got[j]++;
+            rel_release(s->nodes[j].rel, s->now);
+        }
+        *done &= m->got[j] == m->sent && !m->left;
+    }
+    return REL_NEVER;
+}
+
+/* Keeps the first MULTI packet node 0 sends, for the forgeries. */
+static int multi_tap(struct sim *s, void *ctx, uint32_t src, uint32_t dst, const void *pkt, size_t len)
+{
+    struct multi *m = ctx;
+    (void)s, (void)dst;
+    if (src == 0 && !m->frame_len && len >= WIRE_HEADER_BYTES && ((const unsigned char *)pkt)[5] == WIRE_MULTI &&
+        len <= sizeof m->copy) {
+        memcpy(m->copy, pkt, len);
+        m->frame = m->copy;
+        m->frame_len = len;
+    }
+    return 0;
+}
+
+static void multi_run(const char *faults, uint32_t n, uint32_t count, struct multi *m, struct sim *s)
+{
+    struct rel_config rc;
+    rel_config_default(&rc);
+    sim_init(s, n, &rc, faults);
+    s->tap = multi_tap;
+    s->tap_ctx = m;
+    *m = (struct multi){.left = count};
+    sim_run(s, multi_app, m, 20 * SEC);
+    check_no_deaths(s);
+}
+
+static void multi(void)
+{
+    static struct sim s;
+    struct multi m;
+    /* clean: one packet per message, nothing resent */
+    multi_run("", 8, 2000, &m, &s);
+    const struct rel_stats *st = rel_stats(s.nodes[0].rel);
+    CHECK(st->multis_sent == 1000 && st->sent == 1000 * 7 + 1000 * 7 && st->retransmits == 0,
+          "8 nodes: %llu MULTI packets, %llu DATA, %llu resent", (unsigned long long)st->multis_sent,
+          (unsigned long long)st->sent, (unsigned long long)st->retransmits);
+    CHECK(SIM_SUM(&s, dropped[WIRE_DROP_DUPLICATE]) == 0, "duplicates without loss");
+    static unsigned char big[MSG_MAX]; /* the message and the vector one byte above max_payload */
+    CHECK_RC(rel_send_all(s.nodes[0].rel, big, MSG_MAX - wire_multi_vector_bytes(8) + 1, NULL, 0, s.now),
+             SHOAL_EINVAL);
+
+    /* forgeries of the captured packet: altered vector, altered message,
+     * another job's secret, and a replay (a duplicate) */
+    CHECK(m.frame_len > WIRE_HEADER_BYTES, "no MULTI packet captured");
+    struct rel *r1 = s.nodes[1].rel;
+    unsigned char f[sizeof m.copy];
+    size_t vec = wire_multi_vector_bytes(8);
+    uint64_t auth = rel_stats(r1)->dropped[WIRE_DROP_AUTH];
+    memcpy(f, m.frame, m.frame_len);
+    f[WIRE_HEADER_BYTES + 1 * WIRE_MULTI_ENTRY] ^= 1; /* node 1's sequence number */
+    CHECK(rel_input(r1, f, m.frame_len, s.now) == WIRE_DROP_AUTH, "a MULTI with a forged vector was taken");
+    memcpy(f, m.frame, m.frame_len);
+    f[WIRE_HEADER_BYTES + vec] ^= 0x40; /* the message */
+    CHECK(rel_input(r1, f, m.frame_len, s.now) == WIRE_DROP_AUTH, "a MULTI with a forged message was taken");
+    struct wire_key other;
+    CHECK_RC(wire_key_init(&other, SIM_KEY.k0, SIM_KEY.k1 ^ 1, 0), SHOAL_OK);
+    struct wire_header h;
+    struct wire_expect e = *rel_expect(r1);
+    e.key = other;
+    memcpy(f, m.frame, m.frame_len);
+    CHECK(wire_decode(f, m.frame_len, &e, &h) == WIRE_DROP_AUTH, "the tag does not depend on the secret");
+    wire_encode_header(f, &h, &other, 0);
+    CHECK(rel_input(r1, f, m.frame_len, s.now) == WIRE_DROP_AUTH, "a MULTI under another secret was taken");
+    wire_key_fini(&other);
+    CHECK(rel_stats(r1)->dropped[WIRE_DROP_AUTH] == auth + 3, "forged MULTI packets not counted");
+    CHECK(rel_input(r1, m.frame, m.frame_len, s.now) == WIRE_DROP_DUPLICATE, "a replayed MULTI was taken again");
+    struct rel_msg msg;
+    CHECK(rel_recv(r1, &msg) == SHOAL_EAGAIN, "a forged or replayed MULTI was delivered");
+    sim_fini(&s);
+
+    /* loss, duplication and reordering on every path: what a receiver
+     * misses of a MULTI comes back as that sequence number alone */
+    multi_run("loss=0.1,dup=0.01,reorder=0.05,seed=5", 4, 2000, &m, &s);
+    print_stats("MULTI under faults", &s, 0);
+    st = rel_stats(s.nodes[0].rel);
+    CHECK(st->multis_sent == 1000 && st->retransmits > 0, "%llu MULTI packets, %llu resent",
+          (unsigned long long)st->multis_sent, (unsigned long long)st->retransmits);
+    sim_fini(&s);
+
+    /* above WIRE_MULTI_MAX_RANKS there is no vector: the sender refuses
+     * (its caller sends to each) and a receiver drops one as bad length */
+    struct rel_config wide;
+    rel_config_default(&wide);
+    sim_identity(&wide, 1, WIRE_MULTI_MAX_RANKS + 1, 7);
+    static const struct rel_io io = {0};
+    struct rel *lone;
+    CHECK_RC(rel_create(&lone, &wide, &io, NULL), SHOAL_OK);
+    CHECK_RC(rel_send_all(lone, "x", 1, NULL, 0, 0), SHOAL_EINVAL);
+    static const unsigned char zeros[1024];
+    unsigned char pkt[WIRE_HEADER_BYTES + sizeof zeros];
+    struct wire_header mh = {.type = WIRE_MULTI, .job = SIM_JOB, .src = 0, .dst = WIRE_BROADCAST, .src_inc = 9,
+                             .len = (uint16_t)wire_multi_vector_bytes(WIRE_MULTI_MAX_RANKS + 1)};
+    size_t n = wire_encode(pkt, sizeof pkt, &mh, zeros, &SIM_KEY, 0);
+    CHECK(n == WIRE_HEADER_BYTES + mh.len, "encode");
+    CHECK(rel_input(lone, pkt, n, 0) == WIRE_DROP_LENGTH, "a MULTI in a job of 65 ranks was taken");
+    rel_destroy(lone);
+}
+
 /* ---- a stalled receiver ------------------------------------------------------ */
 
 /* Loses the first ACK node 1 sends after it starts taking messages again:
@@ -949,7 +1103,7 @@ int main(int argc, char **argv)
             found = 1;
         }
     static const struct { const char *name; void (*fn)(void); } others[] = {
-        {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast},         {"stall", stall}, {"dead", dead}, {"lossy", lossy},
+        {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast}, {"multi", multi},         {"stall", stall}, {"dead", dead}, {"lossy", lossy},
         {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}, {"bytes", bytes}};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (!strcmp(what, others[i].name)) {
