@@ -35,15 +35,49 @@ static int trust_allows(struct dsm_act_trust *t)
     return 0;
 }
 
-enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[] */
+/* The cap on untried actions: a rank whose standing has no confirmation
+ * yet fires at most UNTRIED_CAP actions on regions without one of their
+ * own before outcomes come back (tuned Water's first dsi at each rank
+ * flushed all 64 copies before any outcome was known).  Each outcome
+ * frees a place.  A dsi outcome comes only when the rank is granted the
+ * region again, which may be never, so after UNTRIED_EPOCH chances
+ * declined by the cap with no news (no outcome, no firing) the
+ * outstanding ones are written off. */
+#define UNTRIED_CAP 4
+#define UNTRIED_EPOCH 256
+
+static int untried_allows(struct dsm_act_untried *u)
+{
+    if (u->out < UNTRIED_CAP)
+        return 1;
+    if (++u->declined < UNTRIED_EPOCH)
+        return 0;
+    u->out = 0;
+    u->declined = 0;
+    return 1;
+}
+
+enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[], node->act_untried[] */
 
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
  * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
- * record alone would stop them). */
+ * record alone would stop them), and while that record has no
+ * confirmation, by the cap on untried actions. */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
-    return r->trust.credit > 0 || (trust_allows(&r->trust) && trust_allows(&node->act_trust[side]));
+    struct dsm_act_untried *u = &node->act_untried[side];
+    if (r->trust.credit > 0)
+        return 1;
+    if (!trust_allows(&r->trust) || !trust_allows(&node->act_trust[side]))
+        return 0;
+    if (node->act_trust[side].credit > 0)
+        return 1;
+    if (!untried_allows(u))
+        return 0;
+    u->out++;
+    u->declined = 0;
+    return 1;
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)
@@ -87,6 +121,9 @@ static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_ac
 static void judged(struct dsm_node *node, struct dsm_region *r, int side, int confirmed)
 {
     int weight = side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+    if (node->act_untried[side].out)
+        node->act_untried[side].out--;
+    node->act_untried[side].declined = 0;
     if (confirmed) {
         trust_confirmed(&r->trust);
         trust_confirmed(&node->act_trust[side]);
