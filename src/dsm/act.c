@@ -36,19 +36,20 @@ static int trust_allows(struct dsm_act_trust *t)
 }
 
 /* The cap on untried actions: a rank whose standing has no confirmation
- * yet fires at most UNTRIED_CAP actions on regions without one of their
- * own before outcomes come back (tuned Water's first dsi at each rank
- * flushed all 64 copies before any outcome was known).  Each outcome
- * frees a place.  A dsi outcome comes only when the rank is granted the
- * region again, which may be never, so after UNTRIED_EPOCH chances
- * declined by the cap with no news (no outcome, no firing) the
- * outstanding ones are written off. */
-#define UNTRIED_CAP 4
+ * yet lets its actions' untried firings (on regions without one of their
+ * own) risk at most UNTRIED_BUDGET messages before outcomes come back:
+ * 4 self-invalidations (weight 3), 12 exclusive reads (weight 1).  Tuned
+ * Water's first dsi at each rank flushed all 64 copies before any outcome
+ * was known.  Each outcome frees a place.  A dsi outcome comes only when
+ * the rank is granted the region again, which may be never, so after
+ * UNTRIED_EPOCH chances declined by the cap with no news (no outcome, no
+ * firing) the outstanding ones are written off. */
+#define UNTRIED_BUDGET 12
 #define UNTRIED_EPOCH 256
 
-static int untried_allows(struct dsm_act_untried *u)
+static int untried_allows(struct dsm_act_untried *u, int weight)
 {
-    if (u->out < UNTRIED_CAP)
+    if (u->out < UNTRIED_BUDGET / weight)
         return 1;
     if (++u->declined < UNTRIED_EPOCH)
         return 0;
@@ -58,6 +59,11 @@ static int untried_allows(struct dsm_act_untried *u)
 }
 
 enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[], node->act_untried[] */
+
+static int waste_weight(int side)
+{
+    return side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+}
 
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
@@ -73,7 +79,7 @@ static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
         return 0;
     if (node->act_trust[side].credit > 0)
         return 1;
-    if (!untried_allows(u))
+    if (!untried_allows(u, waste_weight(side)))
         return 0;
     u->out++;
     u->declined = 0;
@@ -120,7 +126,7 @@ static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_ac
 /* An action's outcome on r, into its and its rank's standing. */
 static void judged(struct dsm_node *node, struct dsm_region *r, int side, int confirmed)
 {
-    int weight = side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+    int weight = waste_weight(side);
     if (node->act_untried[side].out)
         node->act_untried[side].out--;
     node->act_untried[side].declined = 0;
