@@ -151,10 +151,10 @@ struct dsm_act_trust {
     uint8_t skip;
 };
 
-/* A rank's actions fired with no outcome known yet, while its standing
- * has no confirmation (dsm/act.c, docs/COSMOS.md "Throttling": the cap on
- * untried actions): out how many, declined the chances refused since the
- * cap was reached, which write them off after an epoch. */
+/* A rank's self-invalidations out with no outcome known yet, while its
+ * dsi has no confirmation (dsm/act.c, docs/COSMOS.md "Throttling": the cap
+ * on untried actions): out how many, declined the chances refused since
+ * the last news, which write them off after an epoch. */
 struct dsm_act_untried {
     uint16_t out;
     uint16_t declined;
@@ -305,7 +305,7 @@ struct dsm_node {
     /* the throttle's standing of this rank's exclusive-for-read actions (as
      * a home) and of its dsi (as a remote), over its regions (dsm/act.c) */
     struct dsm_act_trust act_trust[2];
-    struct dsm_act_untried act_untried[2]; /* the cap on untried actions, by the same side */
+    struct dsm_act_untried act_untried; /* dsi's cap on untried actions (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX
