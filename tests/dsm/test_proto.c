@@ -1091,11 +1091,10 @@ static void act_dsi_steady(void)
 }
 
 /* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
- * confirmation yet flushes at most 4 copies whose outcomes are unknown
- * (exclusive reads are not capped);
- * an outcome frees a place, a confirmation lifts the cap, and when the
- * outcomes never come (the copies never asked for again) 256 declined
- * chances write them off. */
+ * confirmation yet flushes at most 4 copies whose outcomes are unknown (its
+ * exclusive reads are not capped); an outcome frees a place, a confirmation
+ * lifts the cap, and when the outcomes never come (the copies never asked
+ * for again) 256 declined chances write them off. */
 static unsigned dsi_chances(struct sim *s, struct dsm_region **rs, unsigned n)
 {
     unsigned fired = 0;
