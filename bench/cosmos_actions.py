@@ -10,6 +10,9 @@ actions' counters and the load average before the run.
 
   bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING] [--steps N] [--on TR/N]
       (--steps: the applications' time steps, default 3; --on: one transport and rank count, e.g. udp/2)
+  BUILD_DIR may be NAME=DIR,NAME=DIR,...: several builds A/B, each run of the
+  matrix back to back in every build; the readers then report each build apart
+  (a row's workload is prefixed "NAME: ").
   bench/cosmos_actions.py --table OUT.jsonl       (a row per workload: medians against none)
   bench/cosmos_actions.py --summary OUT.jsonl     (medians, spreads, ratios; Water's hand
                                                    tuning against the actions)
@@ -62,28 +65,47 @@ def run(build, cmd, n, transport, act):
     return {"msgs": msgs, "misses": misses, "time": secs, "acts": acts, "load": load, "wall": time.time() - t0}
 
 
-def measure(build, out, rounds, only, steps, on):
+def builds_of(arg):
+    """[(name, dir)]: one unnamed build, or NAME=DIR,... to compare."""
+    if "=" not in arg:
+        return [(None, arg)]
+    return [tuple(x.split("=", 1)) for x in arg.split(",")]
+
+
+def measure(builds, out, rounds, only, steps, on):
     with open(out, "a") as f:
         for rnd in range(rounds):
             for transport in ["shm", "udp"]:
                 for n in [2, 4]:
                     if on and on != "%s/%d" % (transport, n):
                         continue
-                    for name, cmd in workloads(build, steps):
+                    for name, _ in workloads("", steps):
                         if only and only not in name:
                             continue
                         for act in ACTIONS:
-                            r = run(build, cmd, n, transport, act)
-                            r.update(round=rnd, transport=transport, n=n, workload=name, act=act or "none")
-                            f.write(json.dumps(r) + "\n")
-                            f.flush()
+                            for label, build in builds:
+                                cmd = dict(workloads(build, steps))[name]
+                                r = run(build, cmd, n, transport, act)
+                                r.update(round=rnd, transport=transport, n=n, workload=name, act=act or "none")
+                                if label:
+                                    r["build"] = label
+                                f.write(json.dumps(r) + "\n")
+                                f.flush()
+
+
+def records(path):
+    """The runs of OUT.jsonl, a build's name (A/B runs) prefixed to the workload."""
+    for line in open(path):
+        r = json.loads(line)
+        if "build" in r:
+            r["workload"] = r["build"] + ": " + r["workload"]
+        yield r
 
 
 def summary(path):
     rows = {}
     loads = []
-    for line in open(path):
-        r = json.loads(line)
+    for r in records(path):
         rows.setdefault((r["workload"], r["transport"], r["n"]), {}).setdefault(r["act"], []).append(r)
         loads.append(r["load"])
     print("load average before the runs: median %.1f, min %.1f, max %.1f" %
@@ -113,40 +135,41 @@ def summary(path):
 def hand(path):
     """Water's hand tuning against the actions: the gain of each over --untuned."""
     med = {}
-    for line in open(path):
-        r = json.loads(line)
+    labels = set()
+    for r in records(path):
+        labels.add(r.get("build", ""))
         med.setdefault((r["workload"], r["transport"], r["n"], r["act"]), []).append(r)
     print("| tr | n | what | msgs | time | msgs saved | time saved | of the hand tuning's (msgs, time) |")
     print("|---|---|---|---|---|---|---|---|")
-    for tr in ["shm", "udp"]:
-        for n in [2, 4]:
-            def m(w, a, k):
-                xs = med.get((w, tr, n, a))
-                return statistics.median(x[k] for x in xs) if xs else None
-            bm, bt = m("water --untuned", "none", "msgs"), m("water --untuned", "none", "time")
-            if bm is None:
+    for label, tr, n in ((b, t, k) for b in sorted(labels) for t in ["shm", "udp"] for k in [2, 4]):
+        pre = label + ": " if label else ""
+
+        def m(w, a, k):
+            xs = med.get((pre + w, tr, n, a))
+            return statistics.median(x[k] for x in xs) if xs else None
+        bm, bt = m("water --untuned", "none", "msgs"), m("water --untuned", "none", "time")
+        if bm is None:
+            continue
+        hm, ht = m("water", "none", "msgs"), m("water", "none", "time")
+        if hm is None:
+            continue
+        rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
+        rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
+                 for a in ["rmw", "dsi", "migratory", ALL]]
+        for what, xm, xt in rows:
+            if xm is None:
                 continue
-            hm, ht = m("water", "none", "msgs"), m("water", "none", "time")
-            if hm is None:
-                continue
-            rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
-            rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
-                     for a in ["rmw", "dsi", "migratory", ALL]]
-            for what, xm, xt in rows:
-                if xm is None:
-                    continue
-                sm, st = bm - xm, bt - xt
-                rec = "" if what in ("untuned", "hand-tuned") else "%.0f %%, %.0f %%" % (
-                    100 * sm / (bm - hm) if bm != hm else 0, 100 * st / (bt - ht) if bt != ht else 0)
-                print("| %s | %d | %s | %d | %.2f ms | %+.1f %% | %+.1f %% | %s |" %
-                      (tr, n, what, xm, xt * 1e3, 100 * sm / bm, 100 * st / bt, rec))
+            sm, st = bm - xm, bt - xt
+            rec = "" if what in ("untuned", "hand-tuned") else "%.0f %%, %.0f %%" % (
+                100 * sm / (bm - hm) if bm != hm else 0, 100 * st / (bt - ht) if bt != ht else 0)
+            print("| %s | %d | %s | %d | %.2f ms | %+.1f %% | %+.1f %% | %s |" %
+                  (tr, n, pre + what, xm, xt * 1e3, 100 * sm / bm, 100 * st / bt, rec))
 
 
 def condensed(path):
     """One row per workload, transport and ranks: messages and time against no action."""
     med = {}
-    for line in open(path):
-        r = json.loads(line)
+    for r in records(path):
         med.setdefault((r["workload"], r["transport"], r["n"]), {}).setdefault(r["act"], []).append(r)
     acts = ["rmw", "dsi", "migratory", ALL]
     print("| workload | tr | n | msgs | misses | " + " | ".join("msgs " + a.replace(ALL, "all") for a in acts) +
@@ -175,4 +198,4 @@ if __name__ == "__main__":
         only = a[a.index("--only") + 1] if "--only" in a else None
         steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 3
         on = a[a.index("--on") + 1] if "--on" in a else None
-        measure(a[0], a[1], rounds, only, steps, on)
+        measure(builds_of(a[0]), a[1], rounds, only, steps, on)

@@ -35,15 +35,44 @@ static int trust_allows(struct dsm_act_trust *t)
     return 0;
 }
 
+/* The cap on untried actions: while a rank's dsi has no confirmation to
+ * its credit, at most UNTRIED_CAP self-invalidations of regions without
+ * one of their own are out with no outcome known (tuned Water's first dsi
+ * at each rank flushed all 64 copies before any was judged).  Only dsi
+ * needs it: its waste costs three times what a confirmation saves, while
+ * an exclusive read's costs what it saves, so an untried batch of those
+ * can lose no more than it can win.  Each outcome frees a place.  A dsi
+ * outcome comes only when the rank is granted the region again, which may
+ * be never, so after UNTRIED_EPOCH chances declined by the cap with no
+ * news (no outcome, no firing) the outstanding ones are written off. */
+#define UNTRIED_CAP 4
+#define UNTRIED_EPOCH 256
+
+static int untried_allows(struct dsm_act_untried *u)
+{
+    if (u->out >= UNTRIED_CAP && ++u->declined < UNTRIED_EPOCH)
+        return 0;
+    if (u->out >= UNTRIED_CAP) /* the epoch is over */
+        u->out = 0;
+    u->out++;
+    u->declined = 0;
+    return 1;
+}
+
 enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[] */
 
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
  * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
- * record alone would stop them). */
+ * record alone would stop them), and for dsi, while that record has no
+ * confirmation, by the cap on untried actions. */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
-    return r->trust.credit > 0 || (trust_allows(&r->trust) && trust_allows(&node->act_trust[side]));
+    if (r->trust.credit > 0)
+        return 1;
+    if (!trust_allows(&r->trust) || !trust_allows(&node->act_trust[side]))
+        return 0;
+    return side == SIDE_HOME || node->act_trust[side].credit > 0 || untried_allows(&node->act_untried);
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)
@@ -87,6 +116,10 @@ static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_ac
 static void judged(struct dsm_node *node, struct dsm_region *r, int side, int confirmed)
 {
     int weight = side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+    if (side == SIDE_REMOTE) { /* news: a place in the cap frees, the epoch restarts */
+        node->act_untried.out = (uint16_t)(node->act_untried.out - (node->act_untried.out > 0));
+        node->act_untried.declined = 0;
+    }
     if (confirmed) {
         trust_confirmed(&r->trust);
         trust_confirmed(&node->act_trust[side]);

@@ -151,6 +151,15 @@ struct dsm_act_trust {
     uint8_t skip;
 };
 
+/* A rank's self-invalidations out with no outcome known yet, while its
+ * dsi has no confirmation (dsm/act.c, docs/COSMOS.md "Throttling": the cap
+ * on untried actions): out how many, declined the chances refused since
+ * the last news, which write them off after an epoch. */
+struct dsm_act_untried {
+    uint16_t out;
+    uint16_t declined;
+};
+
 /* Metadata header, immediately before the region's data (§4.3.4), on a
  * cache line boundary.  The hit paths touch its first two lines: magic and
  * state in the first, read_cnt to calls in the second.  The online
@@ -296,6 +305,7 @@ struct dsm_node {
     /* the throttle's standing of this rank's exclusive-for-read actions (as
      * a home) and of its dsi (as a remote), over its regions (dsm/act.c) */
     struct dsm_act_trust act_trust[2];
+    struct dsm_act_untried act_untried; /* dsi's cap on untried actions (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX

@@ -1090,16 +1090,69 @@ static void act_dsi_steady(void)
     sim_fini(&s);
 }
 
+/* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
+ * confirmation yet flushes at most 4 copies whose outcomes are unknown (its
+ * exclusive reads are not capped); an outcome frees a place, a confirmation
+ * lifts the cap, and when the outcomes never come (the copies never asked
+ * for again) 256 declined chances write them off. */
+static unsigned dsi_chances(struct sim *s, struct dsm_region **rs, unsigned n)
+{
+    unsigned fired = 0;
+    for (unsigned k = 0; k < n; k++)
+        fired += (unsigned)dsm_act_self_invalidate(&s->nodes[1], rs[k]);
+    return fired;
+}
+
+static void act_untried_cap(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_node *nd = &s.nodes[1];
+    struct dsm_region *rs[64];
+    for (unsigned k = 0; k < 64; k++)
+        rs[k] = dsm_create(nd, SIM_DATA); /* act.c's rule alone, as in act_dsi_steady */
+    unsigned fired = dsi_chances(&s, rs, 64);
+    CHECK(fired == 4 && nd->stats.act_throttled[DSM_ACT_DSI] == 60,
+          "untried cap: %u of 64 untried copies flushed, not 4", fired);
+    /* the outcomes never come (the copies never asked for again): the
+     * 256th chance declined with no news writes them off */
+    unsigned declined = 60;
+    while (!dsm_act_self_invalidate(nd, rs[4 + declined % 60]))
+        CHECK(++declined < 300, "untried cap: still blocked after %u chances with no outcome", declined);
+    CHECK(declined == 255, "untried cap: written off at declined chance %u, not 256", declined + 1);
+    CHECK(dsi_chances(&s, rs + 8, 56) == 3, "untried cap: not 4 untried flushes after the write-off");
+    dsm_act_granted(nd, rs[0], DSM_ACT_BIT(DSM_ACT_DSI)); /* one wasted: one place free */
+    /* the waste also suspended the rank (weight 3): 2 chances pass, then the retry */
+    CHECK(dsi_chances(&s, rs + 8, 56) == 1, "untried cap: a wasted outcome did not free exactly one place");
+    /* confirmations that bring the rank's standing above 0 (the waste
+     * suspended it at -2) lift the cap */
+    for (unsigned k = 1; k <= 3; k++)
+        dsm_act_granted(nd, rs[k], 0);
+    CHECK(nd->act_trust[1].credit > 0 && dsi_chances(&s, rs + 8, 32) == 32,
+          "untried cap: still capped after the rank's actions were confirmed");
+    sim_fini(&s);
+    /* exclusive reads are not capped: a waste costs what a confirmation saves */
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
+    sim_init(&s, 2, 2, 0);
+    fired = 0;
+    for (unsigned k = 0; k < 32; k++)
+        fired += (unsigned)dsm_act_exclusive_read(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1, DSM_ACT_RMW);
+    CHECK(fired == 32, "untried cap: %u of 32 untried exclusive reads, not all", fired);
+    sim_fini(&s);
+}
+
 static void actions(void)
 {
     act_throttle();
+    act_untried_cap();
     act_dsi_steady();
     act_rmw();
     act_rmw_wasted();
     act_migratory();
     act_dsi();
     sim_act = 0;
-    printf("actions: the throttle, dsi's steady count, rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
+    printf("actions: the throttle, the cap on untried actions, dsi's steady count, rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
