@@ -32,7 +32,8 @@ struct cg_room {
 static int read_text(const char *dir, const char *file, char *buf, size_t len)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+        return -1; /* no cgroup file has so long a path */
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
