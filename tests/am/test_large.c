@@ -294,20 +294,10 @@ int main(int argc, char **argv)
     am_register_internal(H_REP, on_rep);
     am_register_internal(H_SEQ, on_seq);
     CHECK_RC(shoal_barrier(), SHOAL_OK); /* every rank has its handlers */
-    if (!strcmp(argv[1], "sizes"))
-        test_sizes();
-    else if (!strcmp(argv[1], "order"))
-        test_order();
-    else if (!strcmp(argv[1], "obarrier"))
-        test_obarrier();
-    else if (!strcmp(argv[1], "bcast"))
-        test_bcast();
-    else if (!strcmp(argv[1], "obarrier_mismatch"))
-        test_obarrier_mismatch();
-    else if (!strcmp(argv[1], "die"))
-        test_die();
-    else
-        CHECK(0, "unknown test %s", argv[1]);
+    static const struct test_case tests[] = {{"sizes", test_sizes},   {"order", test_order},
+                                             {"obarrier", test_obarrier}, {"bcast", test_bcast},
+                                             {"obarrier_mismatch", test_obarrier_mismatch}, {"die", test_die}};
+    TEST_RUN_CASE(tests, argv[1]);
     free(out);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     return 0;

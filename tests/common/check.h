@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define CHECK(cond, ...)                                                            \
@@ -53,5 +54,27 @@ static inline void test_busy(double s)
 #define TEST_DEADLINE(start, seconds, what)                                           \
     CHECK(test_now() - (start) < (seconds), "timed out after %d s waiting for %s",   \
           (int)(seconds), (what))
+
+/* A test program's named cases: its argument says which one runs. */
+struct test_case {
+    const char *name;
+    void (*run)(void);
+};
+
+/* Runs the case called name, or fails naming it and the cases there are. */
+static inline void test_run_case(const struct test_case *cases, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, cases[i].name)) {
+            cases[i].run();
+            return;
+        }
+    fprintf(stderr, "unknown test \"%s\"; the cases are:", name);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s", cases[i].name);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+#define TEST_RUN_CASE(cases, name) test_run_case((cases), sizeof(cases) / sizeof((cases)[0]), (name))
 
 #endif

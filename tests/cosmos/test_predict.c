@@ -488,10 +488,7 @@ static void test_bench(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {{"producer_consumer", test_producer_consumer},
+    static const struct test_case tests[] = {{"producer_consumer", test_producer_consumer},
                  {"consumers", test_consumers},
                  {"migratory", test_migratory},
                  {"thesis_tables", test_thesis_tables},
@@ -504,13 +501,7 @@ int main(int argc, char **argv)
                  {"memory", test_memory},
                  {"bench", test_bench}};
     CHECK(argc == 2, "usage: %s test-name", argv[0]);
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (strcmp(argv[1], tests[i].name) == 0) {
-            tests[i].fn();
-            printf("cosmos.predict.%s: ok\n", tests[i].name);
-            return 0;
-        }
-    }
-    CHECK(0, "unknown test %s", argv[1]);
-    return 2;
+    TEST_RUN_CASE(tests, argv[1]);
+    printf("cosmos.predict.%s: ok\n", argv[1]);
+    return 0;
 }

@@ -304,23 +304,14 @@ static void test_usage(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {{"tables", test_tables},   {"windows", test_windows}, {"corrupt", test_corrupt},
+    static const struct test_case tests[] = {{"tables", test_tables},   {"windows", test_windows}, {"corrupt", test_corrupt},
                  {"mixed", test_mixed},     {"missing", test_missing}, {"empty", test_empty},
                  {"sender", test_sender},   {"usage", test_usage},     {"tail", test_tail}};
     CHECK(argc == 4, "usage: %s TOOL WORKDIR test", argv[0]);
     tool = argv[1];
     work = argv[2];
     CHECK(mkdir(work, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", work, strerror(errno));
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (strcmp(argv[3], tests[i].name) == 0) {
-            tests[i].fn();
-            printf("cosmos.replay.%s: ok\n", tests[i].name);
-            return 0;
-        }
-    }
-    CHECK(0, "unknown test %s", argv[3]);
-    return 2;
+    TEST_RUN_CASE(tests, argv[3]);
+    printf("cosmos.replay.%s: ok\n", argv[3]);
+    return 0;
 }

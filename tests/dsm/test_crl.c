@@ -745,10 +745,7 @@ int main(int argc, char **argv)
     crl_init();
     me = crl_self_addr();
     np = crl_num_nodes();
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
+    static const struct test_case tests[] = {
         {"basic", test_basic},
         {"counter", test_counter},
         {"sizes", test_sizes},
@@ -779,12 +776,7 @@ int main(int argc, char **argv)
         {"misuse_use_after_delete", misuse_use_after_delete},
         {"misuse_reduce_mismatch", misuse_reduce_mismatch},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (!strcmp(argv[1], tests[i].name)) {
-            tests[i].fn();
-            crl_exit();
-            return 0;
-        }
-    CHECK(0, "unknown test %s", argv[1]);
-    return 1;
+    TEST_RUN_CASE(tests, argv[1]);
+    crl_exit();
+    return 0;
 }

@@ -1102,15 +1102,11 @@ int main(int argc, char **argv)
             transfer(&cases[i]);
             found = 1;
         }
-    static const struct { const char *name; void (*fn)(void); } others[] = {
+    static const struct test_case others[] = {
         {"acks", acks},       {"channels", channels}, {"spurious", spurious}, {"bcast", bcast}, {"multi", multi},         {"stall", stall}, {"dead", dead}, {"lossy", lossy},
         {"restart", restart}, {"malformed", malformed}, {"rtt", rtt}, {"bytes", bytes}};
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-        if (!strcmp(what, others[i].name)) {
-            others[i].fn();
-            found = 1;
-        }
-    CHECK(found, "unknown test \"%s\"", what);
+    if (!found)
+        TEST_RUN_CASE(others, what);
     printf("net rel %s: ok\n", what);
     return 0;
 }

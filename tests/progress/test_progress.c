@@ -295,18 +295,9 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_am_register(H_PING, ping), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_PONG, pong), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_ADD, add), SHOAL_OK);
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {{"answer", test_answer}, {"answer_poll", test_answer_poll}, {"critical", test_critical},
+    static const struct test_case tests[] = {{"answer", test_answer}, {"answer_poll", test_answer_poll}, {"critical", test_critical},
                  {"idle", test_idle}, {"burst", test_burst}, {"mixed", test_mixed}};
-    int found = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (!strcmp(argv[1], tests[i].name)) {
-            tests[i].fn();
-            found = 1;
-        }
-    CHECK(found, "unknown test %s", argv[1]);
+    TEST_RUN_CASE(tests, argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     if (me == 0)
         printf("test_progress %s passed on %d ranks\n", argv[1], np);

@@ -366,18 +366,9 @@ int main(int argc, char **argv)
     np = shoal_size();
     CHECK(np >= 2, "needs 2 ranks");
     CHECK_RC(shoal_signal_register(H_SIG, sig_handler), SHOAL_OK);
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {{"served", test_served}, {"served_poll", test_served_poll}, {"sigwait", test_sigwait},
+    static const struct test_case tests[] = {{"served", test_served}, {"served_poll", test_served_poll}, {"sigwait", test_sigwait},
                    {"sigwait_multi", test_sigwait_multi}};
-    int found = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (!strcmp(argv[1], tests[i].name)) {
-            tests[i].fn();
-            found = 1;
-        }
-    CHECK(found, "unknown test %s", argv[1]);
+    TEST_RUN_CASE(tests, argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     CHECK(shoal_progress_threaded() == 0, "a progress thread after shoal_finalize");
     if (me == 0)

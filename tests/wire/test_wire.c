@@ -589,23 +589,14 @@ static void test_verdict_names(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {{"layout", test_layout},         {"roundtrip", test_roundtrip},   {"crc32c", test_crc32c},
+    static const struct test_case tests[] = {{"layout", test_layout},         {"roundtrip", test_roundtrip},   {"crc32c", test_crc32c},
                  {"verdicts", test_verdicts},     {"checksum", test_checksum},     {"bitflip", test_bitflip},
                  {"encode_cap", test_encode_cap}, {"siphash", test_siphash}, {"verdict_names", test_verdict_names}};
     CHECK(argc == 2, "usage: %s layout|roundtrip|crc32c|siphash|verdicts|checksum|bitflip|encode_cap|verdict_names",
           argv[0]);
     CHECK_RC(wire_key_init(&expect_base.key, expect_base.key.k0, expect_base.key.k1, 0), SHOAL_OK);
     fill_payload();
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (strcmp(argv[1], tests[i].name) == 0) {
-            tests[i].fn();
-            printf("wire.%s: ok\n", tests[i].name);
-            return 0;
-        }
-    }
-    CHECK(0, "unknown test %s", argv[1]);
-    return 2;
+    TEST_RUN_CASE(tests, argv[1]);
+    printf("wire.%s: ok\n", argv[1]);
+    return 0;
 }
