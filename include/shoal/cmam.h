@@ -118,13 +118,27 @@ template <class T> inline unsigned cmam_kind_(T) { return CMAM_KIND_INT; }
 #define CMAM_K_(x) _Generic((x), float: CMAM_KIND_FLOAT, double: CMAM_KIND_DOUBLE, default: CMAM_KIND_INT)
 #endif
 
+/* A fifth word would be dropped without a word: it does not compile. */
+#define CMAM_NARGS_(...) CMAM_NARGS_N_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define CMAM_NARGS_N_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, n, ...) n
+#define CMAM_TOO_MANY_ "CMAM_4 and CMAM_reply_4 take a node, a handler and at most four words"
+#ifdef __cplusplus
+#define CMAM_AT_MOST_4_(...) ([] { static_assert(CMAM_NARGS_(__VA_ARGS__) <= 6, CMAM_TOO_MANY_); }())
+#else
+#define CMAM_AT_MOST_4_(...)                                                                                  \
+    (void)sizeof(struct {                                                                                     \
+        _Static_assert(CMAM_NARGS_(__VA_ARGS__) <= 6, CMAM_TOO_MANY_);                                       \
+        int unused_;                                                                                          \
+    })
+#endif
+
 #define CMAM_SEND_(f, node, fun, a, b, c, d, ...)                                                            \
     f((node), (CMAM_fun)(fun), CMAM_K_(a) | CMAM_K_(b) << 2 | CMAM_K_(c) << 4 | CMAM_K_(d) << 6, CMAM_W_(a), \
       CMAM_W_(b), CMAM_W_(c), CMAM_W_(d))
 
 /* CMAM_4(node, fun, up to four words): a request; fewer words are sent as
  * zeros.  CMAM_reply_4: the reply, from a request handler to its requester. */
-#define CMAM_4(...) CMAM_SEND_(cmam_4_, __VA_ARGS__, 0, 0, 0, 0, 0)
-#define CMAM_reply_4(...) CMAM_SEND_(cmam_reply_4_, __VA_ARGS__, 0, 0, 0, 0, 0)
+#define CMAM_4(...) (CMAM_AT_MOST_4_(__VA_ARGS__), CMAM_SEND_(cmam_4_, __VA_ARGS__, 0, 0, 0, 0, 0))
+#define CMAM_reply_4(...) (CMAM_AT_MOST_4_(__VA_ARGS__), CMAM_SEND_(cmam_reply_4_, __VA_ARGS__, 0, 0, 0, 0, 0))
 
 #endif
