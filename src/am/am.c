@@ -260,8 +260,68 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
     return w->peer;
 }
 
+/* ---- SHOAL_THREAD_MULTIPLE's request rings ---------------------------------
+ * At MULTIPLE a request to a rank on this host takes no process-wide lock:
+ * each request ring this rank sends into has a lock of its own, held from
+ * the message's slot reservation to its publication (a few stores), so the
+ * ring keeps one producer at a time and its layout does not change.  Every
+ * request into the ring takes it, from a thread inside shoal or not; reply
+ * rings need none, as replies are sent only by handlers, which run under
+ * the owner lock (docs/ARCHITECTURE.md, "Locking").  The requests sent
+ * outside the owner lock are counted per ring, under its lock, and added
+ * to am.stats by am_stats_settle. */
+struct am_mt_ring {
+    _Atomic uint32_t lock;
+    uint64_t sent[AM_LONG + 1]; /* by kind */
+    uint64_t bytes[AM_LONG + 1];
+} __attribute__((aligned(64))); /* one line per ring: no false sharing between destinations */
+
+static int am_mt_on;                /* the level is MULTIPLE */
+static struct am_mt_ring *am_mt;    /* [nranks] */
+
+void am_send_multiple(int on)
+{
+    am_mt_on = on;
+}
+
+static void am_mt_lock(struct am_mt_ring *r)
+{
+    while (atomic_exchange_explicit(&r->lock, 1, memory_order_acquire)) {
+        struct util_backoff b; /* held for a few stores, unless its holder lost its core */
+        util_backoff_init(&b);
+        while (atomic_load_explicit(&r->lock, memory_order_relaxed))
+            util_backoff_wait(&b);
+    }
+}
+
+static void am_mt_unlock(struct am_mt_ring *r)
+{
+    atomic_store_explicit(&r->lock, 0, memory_order_release);
+}
+
+void am_stats_settle(void)
+{
+    if (!am_mt_on)
+        return;
+    for (int d = 0; d < am.nranks; d++) {
+        struct am_mt_ring *r = &am_mt[d];
+        am_mt_lock(r);
+        for (int k = AM_SHORT; k <= AM_LONG; k++) {
+            am.stats.am_sent[AM_REQ] += r->sent[k];
+            am.stats.am_class_sent[k] += r->sent[k];
+            am.stats.bytes_sent += r->bytes[k];
+            am.stats.bytes_class_sent[k] += r->bytes[k];
+            r->sent[k] = r->bytes[k] = 0;
+        }
+        am_mt_unlock(r);
+    }
+}
+
+/* Runs with mt (NULL below MULTIPLE or for a reply) held, and gives it back
+ * while it polls: a wait may hand the owner lock to a thread that sends
+ * into the same ring. */
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
-                            struct ring_slot **slot)
+                            struct ring_slot **slot, struct am_mt_ring *mt)
 {
     if (flags & SHOAL_IMMEDIATE)
         return SHOAL_EAGAIN;
@@ -272,29 +332,31 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
      * never send, so this cannot deadlock (von Eicken's thesis: CMAM's two networks). */
-    while ((*slot = ring_tx_reserve(tx, m)) == NULL)
+    do {
+        if (mt)
+            am_mt_unlock(mt);
         am_progress_wait(&b, cls == AM_REP);
+        if (mt)
+            am_mt_lock(mt);
+    } while ((*slot = ring_tx_reserve(tx, m)) == NULL);
     hang_pop();
     return SHOAL_OK;
 }
 
-static inline __attribute__((always_inline)) int
-am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
-        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+/* Where a message's payload starts in its slots, and how many slots it takes. */
+static inline uint32_t am_msg_slots(enum am_kind kind, unsigned nargs, size_t nbytes, size_t *payload_at)
 {
-    hang_event(HANG_EV_SENT, cls, dest, handler, 0);
-    if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
-        return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
-    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     size_t hdr = am_header_bytes(nargs, kind);
-    size_t payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;
-    uint32_t m = am_slots(payload_at + (kind == AM_MEDIUM ? nbytes : 0));
-    struct ring_slot *slot = ring_tx_reserve(tx, m);
-    if (UTIL_UNLIKELY(!slot)) {
-        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot);
-        if (rc)
-            return rc;
-    }
+    *payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;
+    return am_slots(*payload_at + (kind == AM_MEDIUM ? nbytes : 0));
+}
+
+/* Writes a message's arguments and payload into its reserved slots (a long
+ * one's payload into dest's segment); returns its tag. */
+static inline __attribute__((always_inline)) uint64_t
+am_msg_fill(struct ring_slot *slot, size_t payload_at, int dest, unsigned handler, enum am_kind kind,
+            const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
     uint64_t *body = ring_msg_body(slot);
     for (unsigned i = 0; i < nargs; i++)
         body[i] = args[i];
@@ -309,7 +371,34 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[nargs + 1] = nbytes;
         extra = seg;
     }
-    ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
+    return am_tag(handler, nargs, kind, extra);
+}
+
+static inline __attribute__((always_inline)) int
+am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    hang_event(HANG_EV_SENT, cls, dest, handler, 0);
+    if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
+        return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
+    size_t payload_at;
+    uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
+    struct am_mt_ring *mt = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? &am_mt[dest] : NULL;
+    if (mt)
+        am_mt_lock(mt);
+    struct ring_slot *slot = ring_tx_reserve(tx, m);
+    if (UTIL_UNLIKELY(!slot)) {
+        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
+        if (rc) {
+            if (mt)
+                am_mt_unlock(mt);
+            return rc;
+        }
+    }
+    ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
+    if (mt)
+        am_mt_unlock(mt);
     if (UTIL_UNLIKELY(am_threaded))
         am_progress_ring(dest);
     am_count_sent(cls, kind, nbytes);
@@ -427,10 +516,49 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
     return rc ? rc : am_check_payload(src, nbytes);
 }
 
+/* A request at MULTIPLE from a thread outside shoal (so in no handler and
+ * no critical section) to a rank on this host, without the owner lock:
+ * argument checks done, the ring's own lock from reservation to
+ * publication.  AM_TAKE_LOCK where the call must go the owner lock's way
+ * instead: a bad argument (that path names it), a remote destination
+ * (the transports' state is under the owner lock), a thread that holds
+ * the lock, or a full ring (that path waits for room, polling). */
+#define AM_TAKE_LOCK 1
+static int am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src,
+                               size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || am_is_remote(dest) || am_lock_mine())
+        return AM_TAKE_LOCK;
+    if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
+                          : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))
+        return AM_TAKE_LOCK;
+    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
+    size_t payload_at;
+    uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
+    struct am_mt_ring *mt = &am_mt[dest];
+    am_mt_lock(mt);
+    struct ring_slot *slot = ring_tx_reserve(tx, m);
+    if (!slot) {
+        am_mt_unlock(mt);
+        return AM_TAKE_LOCK;
+    }
+    ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
+    mt->sent[kind]++;
+    mt->bytes[kind] += nbytes;
+    am_mt_unlock(mt);
+    if (UTIL_UNLIKELY(am_threaded))
+        am_progress_ring(dest);
+    return SHOAL_OK;
+}
+
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_mt_on) &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args)) != AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_send(dest, AM_REQ, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args);
@@ -439,8 +567,12 @@ int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned 
 int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                             unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_mt_on) &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args)) != AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
     if (!rc)
         rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -481,8 +613,12 @@ int shoal_am_bcast_medium(unsigned handler, unsigned flags, const void *src, siz
 int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_mt_on) && (rc = am_request_unlocked(dest, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
+                                                             offset, nargs, args)) != AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
     if (!rc)
         rc = am_check_long_payload(dest, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -620,6 +756,10 @@ int am_init(int rank, int nranks)
     const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
+    am_mt = aligned_alloc(sizeof *am_mt, (size_t)nranks * sizeof *am_mt);
+    if (!am_mt)
+        return SHOAL_ENOMEM;
+    memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
     am_large_init();
     return SHOAL_OK;
 }
@@ -638,6 +778,9 @@ void am_fini(void)
     hang_fini();
     am_seg_fini();
     am_large_fini();
+    free(am_mt);
+    am_mt = NULL;
+    am_mt_on = 0;
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */
     if (am.shm)

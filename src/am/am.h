@@ -207,6 +207,14 @@ int am_rule_violation(const char *what);
  * SHOAL_OK outside handlers. */
 int am_blocking_allowed(const char *call);
 
+/* SHOAL_THREAD_MULTIPLE (from am_thread_level_set): requests to ranks on
+ * this host from threads outside shoal skip the owner lock, each request
+ * ring taking a lock of its own (am.c). */
+void am_send_multiple(int on);
+/* Adds what those requests counted in their rings to am_stats(): before
+ * the counters are read (shoal_stats_get, quiescence), under the owner lock. */
+void am_stats_settle(void);
+
 /* What the layers above read of am. */
 int am_rank(void);
 int am_size(void);

@@ -440,6 +440,7 @@ int shoal_stats_get(struct shoal_stats *out)
         return SHOAL_ENOTINIT;
     if (!out)
         return SHOAL_EINVAL;
+    am_stats_settle();
     *out = *am_stats();
     struct tp_stats ns; /* zeros when the job has no message transport */
     am_transport_stats(&ns);
