@@ -4,6 +4,7 @@
 #include "boot/boot.h"
 #include "shm/shm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,17 @@ static void am_thread_leave(long prev)
     atomic_store_explicit(&am_inside, prev, memory_order_release);
 }
 
+/* The lanes of threads at SHOAL_THREAD_MULTIPLE, once some peer used one. */
+static __attribute__((noinline)) unsigned am_poll_lanes(void)
+{
+    unsigned done = 0;
+    struct ring_rx *rx = am.shm->lane_rx;
+    for (int i = 0; i < am.shm->nlocal; i++)
+        for (unsigned l = 0; l < SHM_LANES; l++, rx++)
+            done += am_poll_ring(rx, am.shm->local[i], AM_REQ);
+    return done;
+}
+
 static unsigned am_poll_all(int replies_only)
 {
     unsigned done = am.tp ? am.tp->poll(replies_only) : 0;
@@ -238,6 +250,9 @@ static unsigned am_poll_all(int replies_only)
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
+    if (UTIL_UNLIKELY(atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed)) &&
+        !replies_only)
+        done += am_poll_lanes();
     return done;
 }
 
@@ -261,23 +276,38 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
 }
 
 /* ---- SHOAL_THREAD_MULTIPLE's request rings ---------------------------------
- * At MULTIPLE a request to a rank on this host takes no process-wide lock:
- * each request ring this rank sends into has a lock of its own, held from
- * the message's slot reservation to its publication (a few stores), so the
- * ring keeps one producer at a time and its layout does not change.  Every
- * request into the ring takes it, from a thread inside shoal or not; reply
- * rings need none, as replies are sent only by handlers, which run under
- * the owner lock (docs/ARCHITECTURE.md, "Locking").  The requests sent
- * outside the owner lock are counted per ring, under its lock, and added
- * to am.stats by am_stats_settle. */
+ * At MULTIPLE a request to a rank on this host takes no process-wide lock.
+ * A sending thread takes a lane, a request ring of its own in every local
+ * peer's inbox (docs/SHM_QUEUE.md), the first time it sends, and keeps it
+ * until it exits: it is the lane's only producer, so it sends as a thread
+ * at SINGLE does, with no atomic read-modify-write, and its requests stay
+ * in order on every path (layers' requests, waits for room).  Threads
+ * beyond SHM_LANES share the ordinary request ring, which then has a lock
+ * of its own, held from a message's slot reservation to its publication.
+ * Reply rings need neither: replies are sent only by handlers, which run
+ * under the owner lock (docs/ARCHITECTURE.md, "Locking"). */
+
+/* What requests sent outside the owner lock counted: written by the one
+ * thread that owns the lane or holds the ring's lock, read by
+ * am_stats_settle under the owner lock. */
+struct am_sent_count {
+    _Atomic uint64_t n[AM_LONG + 1], bytes[AM_LONG + 1]; /* by kind, only grow */
+    uint64_t seen_n[AM_LONG + 1], seen_bytes[AM_LONG + 1]; /* what am_stats_settle has added */
+} __attribute__((aligned(64))); /* one line each: no false sharing between lanes or destinations */
+
 struct am_mt_ring {
     _Atomic uint32_t lock;
-    uint64_t sent[AM_LONG + 1]; /* by kind */
-    uint64_t bytes[AM_LONG + 1];
-} __attribute__((aligned(64))); /* one line per ring: no false sharing between destinations */
+    struct am_sent_count count;
+};
 
-static int am_mt_on;                /* the level is MULTIPLE */
-static struct am_mt_ring *am_mt;    /* [nranks] */
+static int am_mt_on;                           /* the level is MULTIPLE */
+static struct am_mt_ring *am_mt;               /* [nranks] */
+static struct am_sent_count am_lane_count[SHM_LANES];
+static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: dest polls its lanes */
+static _Atomic uint32_t am_lanes_free;         /* bit l: lane l has no thread */
+static pthread_key_t am_lane_key;              /* its destructor frees an exiting thread's lane */
+static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
+static _Thread_local int am_lane_tls;          /* 0 not taken yet, 1 none free, 2 + lane */
 
 void am_send_multiple(int on)
 {
@@ -299,22 +329,82 @@ static void am_mt_unlock(struct am_mt_ring *r)
     atomic_store_explicit(&r->lock, 0, memory_order_release);
 }
 
+static void am_lane_free(void *v)
+{
+    atomic_fetch_or_explicit(&am_lanes_free, 1u << ((uintptr_t)v - 1), memory_order_release);
+}
+
+static void am_lane_key_init(void)
+{
+    if (pthread_key_create(&am_lane_key, am_lane_free) != 0)
+        util_fatal("rank %d: no thread-specific key for SHOAL_THREAD_MULTIPLE's lanes", am.rank);
+}
+
+/* The first send of a thread at MULTIPLE: a free lane (acquire: the lane's
+ * last thread's writes to its ring state happened before), or none. */
+static int am_lane_take(void)
+{
+    uint32_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    while (f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1), memory_order_acquire,
+                                                       memory_order_relaxed))
+        ;
+    if (!f)
+        return 1;
+    unsigned l = (unsigned)__builtin_ctz(f);
+    pthread_setspecific(am_lane_key, (void *)(uintptr_t)(l + 1));
+    return 2 + (int)l;
+}
+
+/* The ring a request to local rank dest goes into at MULTIPLE: the calling
+ * thread's lane, or the shared request ring with *mt set and locked. */
+static inline struct ring_tx *am_mt_tx(int dest, struct am_mt_ring **mt, struct am_sent_count **count)
+{
+    if (UTIL_UNLIKELY(!am_lane_tls))
+        am_lane_tls = am_lane_take();
+    if (UTIL_UNLIKELY(am_lane_tls == 1)) {
+        *mt = &am_mt[dest];
+        *count = &(*mt)->count;
+        am_mt_lock(*mt);
+        return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
+    }
+    size_t l = (size_t)(am_lane_tls - 2), i = (size_t)dest * SHM_LANES + l;
+    if (UTIL_UNLIKELY(!am_lane_told[i])) { /* before its first message: dest then looks */
+        am_lane_told[i] = 1;
+        atomic_store_explicit(&shm_lanes(am.shm, dest)->used, 1, memory_order_relaxed);
+    }
+    *mt = NULL;
+    *count = &am_lane_count[l];
+    return &am.shm->lane_tx[i];
+}
+
+/* Only the counter's one writer calls this. */
+static inline void am_sent_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+static void am_sent_settle(struct am_sent_count *c)
+{
+    for (int k = AM_SHORT; k <= AM_LONG; k++) {
+        uint64_t n = atomic_load_explicit(&c->n[k], memory_order_relaxed);
+        uint64_t bytes = atomic_load_explicit(&c->bytes[k], memory_order_relaxed);
+        am.stats.am_sent[AM_REQ] += n - c->seen_n[k];
+        am.stats.am_class_sent[k] += n - c->seen_n[k];
+        am.stats.bytes_sent += bytes - c->seen_bytes[k];
+        am.stats.bytes_class_sent[k] += bytes - c->seen_bytes[k];
+        c->seen_n[k] = n;
+        c->seen_bytes[k] = bytes;
+    }
+}
+
 void am_stats_settle(void)
 {
     if (!am_mt_on)
         return;
-    for (int d = 0; d < am.nranks; d++) {
-        struct am_mt_ring *r = &am_mt[d];
-        am_mt_lock(r);
-        for (int k = AM_SHORT; k <= AM_LONG; k++) {
-            am.stats.am_sent[AM_REQ] += r->sent[k];
-            am.stats.am_class_sent[k] += r->sent[k];
-            am.stats.bytes_sent += r->bytes[k];
-            am.stats.bytes_class_sent[k] += r->bytes[k];
-            r->sent[k] = r->bytes[k] = 0;
-        }
-        am_mt_unlock(r);
-    }
+    for (int d = 0; d < am.nranks; d++)
+        am_sent_settle(&am_mt[d].count);
+    for (unsigned l = 0; l < SHM_LANES; l++)
+        am_sent_settle(&am_lane_count[l]);
 }
 
 /* Runs with mt (NULL below MULTIPLE or for a reply) held, and gives it back
@@ -381,12 +471,12 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     hang_event(HANG_EV_SENT, cls, dest, handler, 0);
     if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
         return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
-    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     size_t payload_at;
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
-    struct am_mt_ring *mt = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? &am_mt[dest] : NULL;
-    if (mt)
-        am_mt_lock(mt);
+    struct am_mt_ring *mt = NULL;
+    struct am_sent_count *unused;
+    struct ring_tx *tx = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? am_mt_tx(dest, &mt, &unused)
+                                                                   : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
         int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
@@ -532,20 +622,22 @@ static int am_request_unlocked(int dest, unsigned handler, unsigned flags, enum 
     if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
                           : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))
         return AM_TAKE_LOCK;
-    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     size_t payload_at;
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
-    struct am_mt_ring *mt = &am_mt[dest];
-    am_mt_lock(mt);
+    struct am_mt_ring *mt;
+    struct am_sent_count *count;
+    struct ring_tx *tx = am_mt_tx(dest, &mt, &count);
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (!slot) {
-        am_mt_unlock(mt);
+        if (mt)
+            am_mt_unlock(mt);
         return AM_TAKE_LOCK;
     }
     ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
-    mt->sent[kind]++;
-    mt->bytes[kind] += nbytes;
-    am_mt_unlock(mt);
+    am_sent_add(&count->n[kind], 1);
+    am_sent_add(&count->bytes[kind], nbytes);
+    if (mt)
+        am_mt_unlock(mt);
     if (UTIL_UNLIKELY(am_threaded))
         am_progress_ring(dest);
     return SHOAL_OK;
@@ -756,10 +848,14 @@ int am_init(int rank, int nranks)
     const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
-    am_mt = aligned_alloc(sizeof *am_mt, (size_t)nranks * sizeof *am_mt);
-    if (!am_mt)
+    am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
+    am_lane_told = calloc((size_t)nranks * SHM_LANES, 1);
+    if (!am_mt || !am_lane_told)
         return SHOAL_ENOMEM;
     memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
+    memset(am_lane_count, 0, sizeof am_lane_count);
+    atomic_store(&am_lanes_free, (1u << SHM_LANES) - 1);
+    pthread_once(&am_lane_once, am_lane_key_init);
     am_large_init();
     return SHOAL_OK;
 }
@@ -780,6 +876,8 @@ void am_fini(void)
     am_large_fini();
     free(am_mt);
     am_mt = NULL;
+    free(am_lane_told);
+    am_lane_told = NULL;
     am_mt_on = 0;
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */

@@ -31,12 +31,12 @@ uint32_t shm_default_ring_slots(int nranks)
 
 static size_t rings_offset(int nranks)
 {
-    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
+    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_RINGS * sizeof(struct ring_head), 4096);
 }
 
 size_t shm_region_bytes(int nranks, uint32_t ring_slots)
 {
-    return rings_offset(nranks) + (size_t)nranks * SHM_CLASSES * ring_slots * RING_SLOT_BYTES;
+    return rings_offset(nranks) + (size_t)nranks * SHM_RINGS * ring_slots * RING_SLOT_BYTES;
 }
 
 /* nranks: the ranks of this host, each with rings in every inbox. */
@@ -52,15 +52,26 @@ static int check_region(const struct shm_region_header *h, int r, int nranks, ui
     return SHOAL_OK;
 }
 
-static void *ring_base(void *region, int nranks, uint32_t slots, int sender, unsigned cls)
+/* ring k of sender's: 0 requests, 1 replies, SHM_CLASSES + l lane l */
+static void *ring_base(void *region, int nranks, uint32_t slots, int sender, unsigned k)
 {
-    size_t idx = (size_t)sender * SHM_CLASSES + cls;
+    size_t idx = (size_t)sender * SHM_RINGS + k;
     return (char *)region + rings_offset(nranks) + idx * slots * RING_SLOT_BYTES;
 }
 
-static struct ring_head *ring_head_of(void *region, int sender, unsigned cls)
+static struct ring_head *ring_head_of(void *region, int sender, unsigned k)
 {
-    return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * SHM_CLASSES + cls;
+    return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * SHM_RINGS + k;
+}
+
+/* The pair of ends of ring k between this rank (index me) and peer (index i). */
+static int ring_pair_init(struct shm_state *st, struct ring_tx *tx, struct ring_rx *rx, int i, unsigned k)
+{
+    int me = st->local_index[st->rank], n = st->nlocal;
+    void *mine = st->regions[st->rank], *theirs = st->regions[st->local[i]];
+    ring_rx_init(rx, ring_base(mine, n, st->ring_slots, i, k), ring_head_of(mine, i, k), st->ring_slots);
+    return ring_tx_init(tx, ring_base(theirs, n, st->ring_slots, me, k), ring_head_of(theirs, me, k),
+                        st->ring_slots);
 }
 
 /* The ranks this one reaches over shared memory, in rank order. */
@@ -93,7 +104,9 @@ int shm_init(struct shm_state *st, int rank, int nranks)
     size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
     st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
     st->rx = calloc((size_t)n * SHM_CLASSES, sizeof *st->rx);
-    if (!st->regions || !sizes || !st->tx || !st->rx)
+    st->lane_tx = calloc((size_t)nranks * SHM_LANES, sizeof *st->lane_tx);
+    st->lane_rx = calloc((size_t)n * SHM_LANES, sizeof *st->lane_rx);
+    if (!st->regions || !sizes || !st->tx || !st->rx || !st->lane_tx || !st->lane_rx)
         return SHOAL_ENOMEM;
     struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
                                   .owner_rank = (uint32_t)rank, .nranks = (uint32_t)n,
@@ -104,21 +117,15 @@ int shm_init(struct shm_state *st, int rank, int nranks)
         rc = check_region(st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
     if (rc)
         return rc;
-    void *mine = st->regions[rank];
-    int me = st->local_index[rank];
-    for (int i = 0; i < n; i++) {
-        int peer = st->local[i];
-        for (unsigned c = 0; c < SHM_CLASSES; c++) {
-            rc = ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
-                              ring_base(st->regions[peer], n, st->ring_slots, me, c),
-                              ring_head_of(st->regions[peer], me, c), st->ring_slots);
-            if (rc)
-                return rc;
-            ring_rx_init(&st->rx[(size_t)i * SHM_CLASSES + c], ring_base(mine, n, st->ring_slots, i, c),
-                         ring_head_of(mine, i, c), st->ring_slots);
-        }
+    for (int i = 0; i < n && rc == SHOAL_OK; i++) {
+        size_t peer = (size_t)st->local[i];
+        for (unsigned c = 0; c < SHM_CLASSES && rc == SHOAL_OK; c++)
+            rc = ring_pair_init(st, &st->tx[peer * SHM_CLASSES + c], &st->rx[(size_t)i * SHM_CLASSES + c], i, c);
+        for (unsigned l = 0; l < SHM_LANES && rc == SHOAL_OK; l++)
+            rc = ring_pair_init(st, &st->lane_tx[peer * SHM_LANES + l], &st->lane_rx[(size_t)i * SHM_LANES + l], i,
+                                SHM_CLASSES + l);
     }
-    return SHOAL_OK;
+    return rc;
 }
 
 void shm_fini(struct shm_state *st)
@@ -131,8 +138,13 @@ void shm_fini(struct shm_state *st)
     for (int i = 0; st->tx && i < st->nlocal; i++)
         for (unsigned c = 0; c < SHM_CLASSES; c++)
             ring_tx_fini(&st->tx[(size_t)st->local[i] * SHM_CLASSES + c]);
+    for (int i = 0; st->lane_tx && i < st->nlocal; i++)
+        for (unsigned l = 0; l < SHM_LANES; l++)
+            ring_tx_fini(&st->lane_tx[(size_t)st->local[i] * SHM_LANES + l]);
     free(st->tx);
     free(st->rx);
+    free(st->lane_tx);
+    free(st->lane_rx);
     free(st->local);
     free(st->local_index);
     memset(st, 0, sizeof *st);
@@ -141,6 +153,9 @@ void shm_fini(struct shm_state *st)
 _Static_assert(SHM_BARRIER_OFFSET + SHM_BARRIER_ROUNDS * RING_HEAD_BLOCK <= SHM_DOORBELL_OFFSET &&
                    SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_HEADS_OFFSET,
                "the doorbell sits between the barrier flags and the heads");
+_Static_assert(SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_LANES_OFFSET &&
+                   SHM_LANES_OFFSET + sizeof(struct shm_lanes) <= SHM_HEADS_OFFSET,
+               "the lanes' word sits between the doorbell and the heads");
 
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round)
 {

@@ -12,8 +12,13 @@
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 3u
+#define SHM_LAYOUT_VERSION 4u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
+/* Request rings per sender that one sending thread each owns at
+ * SHOAL_THREAD_MULTIPLE (a lane: single producer, so no lock) */
+#define SHM_LANES 4u
+#define SHM_RINGS (SHM_CLASSES + SHM_LANES) /* per sender and inbox */
+#define SHM_LANES_OFFSET 6272u
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
 #define SHM_DOORBELL_OFFSET 6144u
@@ -58,6 +63,8 @@ struct shm_state {
     size_t region_bytes;     /* this rank's */
     struct ring_tx *tx;      /* [dest * SHM_CLASSES + class]; local dests only */
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
+    struct ring_tx *lane_tx; /* [dest * SHM_LANES + lane]; local dests only */
+    struct ring_rx *lane_rx; /* [local index * SHM_LANES + lane] */
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
@@ -75,6 +82,18 @@ void shm_fini(struct shm_state *st);
 static inline struct shm_doorbell *shm_doorbell(const struct shm_state *st, int r)
 {
     return (struct shm_doorbell *)((char *)st->regions[r] + SHM_DOORBELL_OFFSET);
+}
+
+/* Nonzero in rank r's inbox once a sender has written into one of its
+ * lanes: until then its owner polls none of them. */
+struct shm_lanes {
+    _Atomic uint32_t used;
+    char pad[RING_HEAD_BLOCK - sizeof(uint32_t)];
+} __attribute__((aligned(RING_HEAD_BLOCK)));
+
+static inline struct shm_lanes *shm_lanes(const struct shm_state *st, int r)
+{
+    return (struct shm_lanes *)((char *)st->regions[r] + SHM_LANES_OFFSET);
 }
 
 /* Barrier flag `round` in rank r's inbox. */
