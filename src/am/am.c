@@ -250,8 +250,8 @@ static unsigned am_poll_all(int replies_only)
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
-    if (UTIL_UNLIKELY(atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed)) &&
-        !replies_only)
+    if (UTIL_UNLIKELY(am.shm->lanes) && !replies_only &&
+        atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
         done += am_poll_lanes();
     return done;
 }
@@ -355,23 +355,41 @@ static int am_lane_take(void)
     return 2 + (int)l;
 }
 
+/* The shared request ring to dest: its lock taken. */
+static struct ring_tx *am_mt_shared(int dest, struct am_mt_ring **mt, struct am_sent_count **count)
+{
+    *mt = &am_mt[dest];
+    *count = &(*mt)->count;
+    am_mt_lock(*mt);
+    return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
+}
+
+/* A thread's first message into lane i (dest * SHM_LANES + lane): 1, with
+ * the shared ring locked, when dest's inbox has no lanes (dest is not at
+ * MULTIPLE; then always); else tells dest to poll its lanes, and 0. */
+static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_mt_ring **mt,
+                                                  struct am_sent_count **count)
+{
+    if (!am.shm->lane_tx[i].slots) {
+        am_mt_shared(dest, mt, count);
+        return 1;
+    }
+    am_lane_told[i] = 1;
+    atomic_store_explicit(&shm_lanes(am.shm, dest)->used, 1, memory_order_relaxed);
+    return 0;
+}
+
 /* The ring a request to local rank dest goes into at MULTIPLE: the calling
  * thread's lane, or the shared request ring with *mt set and locked. */
 static inline struct ring_tx *am_mt_tx(int dest, struct am_mt_ring **mt, struct am_sent_count **count)
 {
     if (UTIL_UNLIKELY(!am_lane_tls))
         am_lane_tls = am_lane_take();
-    if (UTIL_UNLIKELY(am_lane_tls == 1)) {
-        *mt = &am_mt[dest];
-        *count = &(*mt)->count;
-        am_mt_lock(*mt);
-        return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
-    }
+    if (UTIL_UNLIKELY(am_lane_tls == 1))
+        return am_mt_shared(dest, mt, count);
     size_t l = (size_t)(am_lane_tls - 2), i = (size_t)dest * SHM_LANES + l;
-    if (UTIL_UNLIKELY(!am_lane_told[i])) { /* before its first message: dest then looks */
-        am_lane_told[i] = 1;
-        atomic_store_explicit(&shm_lanes(am.shm, dest)->used, 1, memory_order_relaxed);
-    }
+    if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
+        return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     *mt = NULL;
     *count = &am_lane_count[l];
     return &am.shm->lane_tx[i];
@@ -827,9 +845,9 @@ unsigned shoal_am_max_args(void)
     return SHOAL_AM_MAX_ARGS;
 }
 
-int am_init(int rank, int nranks)
+int am_init(int rank, int nranks, int level)
 {
-    int rc = shm_init(&am_shm, rank, nranks);
+    int rc = shm_init(&am_shm, rank, nranks, level == SHOAL_THREAD_MULTIPLE);
     if (rc) {
         shm_fini(&am_shm); /* what it mapped before it failed */
         return rc;

@@ -61,8 +61,9 @@ int am_request_large(int dest, unsigned handler, unsigned flags, const void *src
 int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
                    const uint64_t *args);
 
-/* Maps the shared-memory rings (collective) and sets up the handler table. */
-int am_init(int rank, int nranks);
+/* Maps the shared-memory rings (collective) and sets up the handler table;
+ * level: the thread level shoal_init_thread grants (MULTIPLE adds lanes). */
+int am_init(int rank, int nranks, int level);
 void am_fini(void);
 
 /* ---- ranks whose memory is mapped here (the shared-memory transport) ---- */

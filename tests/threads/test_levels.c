@@ -13,8 +13,8 @@
  *                (home rank 0) in write sections; the totals are exact
  *                (TEST_REGION_BYTES: regions that large travel in pieces,
  *                as large mediums, checked by their last word)
- *   slots        MULTIPLE: TEST_THREADS threads per rank each send every
- *                rank TEST_COUNT pairs of a 16-argument short and a medium
+ *   slots        MULTIPLE: two waves of TEST_THREADS threads per rank each
+ *                send every rank TEST_COUNT pairs of a 16-argument short and a medium
  *                of 0-700 bytes (1-12 ring slots), words and bytes from a
  *                generator seeded by (sender, thread, number), with a
  *                checksum; the main thread polls meanwhile.  Where a
@@ -22,7 +22,9 @@
  *                its thread's sequence are checked (two threads' messages
  *                mixed in one ring entry, or an entry read before it was
  *                whole, fail here), and the counts and shoal_stats_get's
- *                requests sent are exact
+ *                requests sent are exact.  TEST_SINGLE_RANK=R: rank R is
+ *                at SINGLE and sends from its main thread (no lanes in its
+ *                inbox: the others' threads share its request ring)
  *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
  *                sends only once rank 0's other thread has asked for it:
  *                the wait must give shoal's lock back between its polls
@@ -210,6 +212,13 @@ static void test_am(void)
 enum { H_SLOT = 3 };
 #define SLOT_MAX_BYTES 700
 static uint64_t slot_next[64][MAX_THREADS]; /* next number from (rank, thread); handlers only */
+static int slot_single = -1;                /* TEST_SINGLE_RANK: this rank is at SINGLE */
+
+/* Rank r's sending threads: its main thread alone at SINGLE. */
+static int slot_threads(int r)
+{
+    return r == slot_single ? 1 : nthreads;
+}
 static volatile uint64_t slot_received;     /* handlers only, and shoal_wait_until */
 
 static uint64_t mix(uint64_t x)
@@ -259,7 +268,7 @@ static void on_slot(shoal_token_t tok, void *buf, size_t len, const uint64_t *a,
     CHECK(na == SHOAL_AM_MAX_ARGS, "rank %d: a message from rank %d with %u arguments", me, src, na);
     int t = (int)a[0];
     uint64_t n = a[1];
-    CHECK(t >= 0 && t < nthreads, "rank %d: a message from rank %d names thread %d", me, src, t);
+    CHECK(t >= 0 && t < slot_threads(src), "rank %d: a message from rank %d names thread %d", me, src, t);
     CHECK(a[SHOAL_AM_MAX_ARGS - 1] == slot_sum(a, buf, len),
           "rank %d: message from rank %d thread %d #%llu fails its checksum (mixed or read before written)", me,
           src, t, (unsigned long long)n);
@@ -276,12 +285,14 @@ static void on_slot(shoal_token_t tok, void *buf, size_t len, const uint64_t *a,
     slot_received++;
 }
 
+/* arg: thread + MAX_THREADS * wave; wave w sends its thread's numbers
+ * [2w, 2w + 2) * TEST_COUNT */
 static void *slot_thread(void *arg)
 {
-    int t = (int)(intptr_t)arg;
+    int t = (int)(intptr_t)arg % MAX_THREADS, wave = (int)(intptr_t)arg / MAX_THREADS;
     unsigned char buf[SLOT_MAX_BYTES];
     uint64_t w[SHOAL_AM_MAX_ARGS];
-    for (uint64_t n = 0; n < 2 * (uint64_t)count; n++)
+    for (uint64_t n = 2 * (uint64_t)count * (uint64_t)wave; n < 2 * (uint64_t)count * (uint64_t)(wave + 1); n++)
         for (int p = 0; p < np; p++) {
             int dest = (p + me + t) % np;
             size_t len = slot_len(n);
@@ -304,27 +315,36 @@ static void test_slots(void)
     struct shoal_stats before, after;
     CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
     pthread_t th[MAX_THREADS];
-    for (int t = 0; t < nthreads; t++)
-        CHECK(pthread_create(&th[t], NULL, slot_thread, (void *)(intptr_t)t) == 0, "pthread_create");
-    uint64_t want = (uint64_t)np * (uint64_t)nthreads * 2u * (uint64_t)count;
-    CHECK_RC(shoal_wait_until(&slot_received, want), SHOAL_OK); /* polls while the threads send */
-    for (int t = 0; t < nthreads; t++)
-        pthread_join(th[t], NULL);
+    uint64_t want = 0;
+    for (int r = 0; r < np; r++)
+        want += (uint64_t)slot_threads(r) * 2u * (uint64_t)count;
+    /* two waves of threads: the second takes the rings (lanes) the first left */
+    for (int wave = 0; wave < 2; wave++) {
+        if (me == slot_single)
+            slot_thread((void *)(intptr_t)(MAX_THREADS * wave));
+        for (int t = 0; t < nthreads && me != slot_single; t++)
+            CHECK(pthread_create(&th[t], NULL, slot_thread, (void *)(intptr_t)(t + MAX_THREADS * wave)) == 0,
+                  "pthread_create");
+        CHECK_RC(shoal_wait_until(&slot_received, want), SHOAL_OK); /* polls while the threads send */
+        for (int t = 0; t < nthreads && me != slot_single; t++)
+            pthread_join(th[t], NULL);
+    }
     CHECK_RC(shoal_stats_get(&after), SHOAL_OK); /* before the barrier, which may send messages of its own */
     CHECK_RC(shoal_barrier(), SHOAL_OK);
-    CHECK(slot_received == 0, "rank %d: %llu messages ran beyond the %llu sent here", me,
-          (unsigned long long)slot_received, (unsigned long long)want); /* the wait took want off */
+    CHECK(slot_received == 0, "rank %d: %llu messages ran beyond the %llu per wave sent here", me,
+          (unsigned long long)slot_received, (unsigned long long)want); /* the waits took them off */
     for (int r = 0; r < np; r++)
-        for (int t = 0; t < nthreads; t++)
-            CHECK(slot_next[r][t] == 2u * (uint64_t)count, "rank %d: %llu messages from rank %d thread %d", me,
+        for (int t = 0; t < slot_threads(r); t++)
+            CHECK(slot_next[r][t] == 4u * (uint64_t)count, "rank %d: %llu messages from rank %d thread %d", me,
                   (unsigned long long)slot_next[r][t], r, t);
+    want = (uint64_t)np * (uint64_t)slot_threads(me) * 4u * (uint64_t)count; /* what this rank sent */
     uint64_t sent = after.am_sent[0] - before.am_sent[0], shorts = after.am_class_sent[0] - before.am_class_sent[0];
     CHECK(sent == want && shorts == want / 2,
           "rank %d: shoal_stats_get counts %llu requests sent, %llu of them short; want %llu, %llu", me,
           (unsigned long long)sent, (unsigned long long)shorts, (unsigned long long)want,
           (unsigned long long)(want / 2));
-    printf("rank %d: %d threads, %llu messages, each whole and in its thread's order\n", me, nthreads,
-           (unsigned long long)want);
+    printf("rank %d: %d threads sent %llu messages; each that arrived was whole and in its thread's order\n", me,
+           slot_threads(me), (unsigned long long)want);
 }
 
 /* ---- one-sided commands ------------------------------------------------- */
@@ -553,6 +573,11 @@ int main(int argc, char **argv)
     int want = strcmp(c, "funneled") == 0     ? SHOAL_THREAD_FUNNELED
                : strcmp(c, "serialized") == 0 ? SHOAL_THREAD_SERIALIZED
                                               : SHOAL_THREAD_MULTIPLE;
+    if (strcmp(c, "slots") == 0 && getenv("TEST_SINGLE_RANK")) { /* a job of mixed levels */
+        slot_single = env_int("TEST_SINGLE_RANK", -1);
+        if (slot_single == env_int("SHOAL_RANK", -1))
+            want = SHOAL_THREAD_SINGLE;
+    }
     int got;
     CHECK_RC(shoal_init_thread(NULL, NULL, want, &got), SHOAL_OK);
     CHECK(got == want, "provided %d, required %d", got, want);
