@@ -664,7 +664,7 @@ static int am_request_unlocked(int dest, unsigned handler, unsigned flags, enum 
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
     int rc;
-    if (UTIL_UNLIKELY(am_mt_on) &&
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
         (rc = am_request_unlocked(dest, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args)) != AM_TAKE_LOCK)
         return rc;
     AM_GUARD();
@@ -678,7 +678,7 @@ int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const vo
                             unsigned nargs, const uint64_t *args)
 {
     int rc;
-    if (UTIL_UNLIKELY(am_mt_on) &&
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
         (rc = am_request_unlocked(dest, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args)) != AM_TAKE_LOCK)
         return rc;
     AM_GUARD();
@@ -724,8 +724,9 @@ int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
     int rc;
-    if (UTIL_UNLIKELY(am_mt_on) && (rc = am_request_unlocked(dest, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg,
-                                                             offset, nargs, args)) != AM_TAKE_LOCK)
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg, offset, nargs, args)) !=
+            AM_TAKE_LOCK)
         return rc;
     AM_GUARD();
     rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
