@@ -425,8 +425,8 @@ void am_stats_settle(void)
         am_sent_settle(&am_lane_count[l]);
 }
 
-/* Runs with mt (NULL below MULTIPLE or for a reply) held, and gives it back
- * while it polls: a wait may hand the owner lock to a thread that sends
+/* Runs with mt (the shared request ring's lock at MULTIPLE; NULL for a lane,
+ * a reply, or below MULTIPLE) held, and gives it back while it polls: a wait may hand the owner lock to a thread that sends
  * into the same ring. */
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
                             struct ring_slot **slot, struct am_mt_ring *mt)
@@ -626,8 +626,8 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
 
 /* A request at MULTIPLE from a thread outside shoal (so in no handler and
  * no critical section) to a rank on this host, without the owner lock:
- * argument checks done, the ring's own lock from reservation to
- * publication.  AM_TAKE_LOCK where the call must go the owner lock's way
+ * the argument checks, then the message into the thread's lane (or the
+ * shared request ring under its lock), counted there.  AM_TAKE_LOCK where the call must go the owner lock's way
  * instead: a bad argument (that path names it), a remote destination
  * (the transports' state is under the owner lock), a thread that holds
  * the lock, or a full ring (that path waits for room, polling). */
