@@ -280,10 +280,11 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
  * A sending thread takes a lane, a request ring of its own in every local
  * peer's inbox (docs/SHM_QUEUE.md), the first time it sends, and keeps it
  * until it exits: it is the lane's only producer, so it sends as a thread
- * at SINGLE does, with no atomic read-modify-write, and its requests stay
- * in order on every path (layers' requests, waits for room).  Threads
- * beyond SHM_LANES share the ordinary request ring, which then has a lock
- * of its own, held from a message's slot reservation to its publication.
+ * at SINGLE does, with no atomic read-modify-write, and its requests to
+ * user handlers stay in order on every path (waits for room too).
+ * Threads beyond SHM_LANES, and every request to an internal handler (the
+ * layers'), share the ordinary request ring, which then has a lock of its
+ * own, held from a message's slot reservation to its publication.
  * Reply rings need neither: replies are sent only by handlers, which run
  * under the owner lock (docs/ARCHITECTURE.md, "Locking"). */
 
@@ -380,9 +381,16 @@ static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_
 }
 
 /* The ring a request to local rank dest goes into at MULTIPLE: the calling
- * thread's lane, or the shared request ring with *mt set and locked. */
-static inline struct ring_tx *am_mt_tx(int dest, struct am_mt_ring **mt, struct am_sent_count **count)
+ * thread's lane, or the shared request ring with *mt set and locked.  The
+ * layers' requests (internal handlers) all take the shared ring: their
+ * protocols (large messages' pieces, collectives' sequences, CRL's) count
+ * on one channel in order from each rank to each rank, whichever thread
+ * sends. */
+static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt,
+                                       struct am_sent_count **count)
 {
+    if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
+        return am_mt_shared(dest, mt, count);
     if (UTIL_UNLIKELY(!am_lane_tls))
         am_lane_tls = am_lane_take();
     if (UTIL_UNLIKELY(am_lane_tls == 1))
@@ -493,7 +501,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
     struct am_mt_ring *mt = NULL;
     struct am_sent_count *unused;
-    struct ring_tx *tx = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? am_mt_tx(dest, &mt, &unused)
+    struct ring_tx *tx = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? am_mt_tx(dest, handler, &mt, &unused)
                                                                    : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
@@ -644,7 +652,7 @@ static int am_request_unlocked(int dest, unsigned handler, unsigned flags, enum 
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
     struct am_mt_ring *mt;
     struct am_sent_count *count;
-    struct ring_tx *tx = am_mt_tx(dest, &mt, &count);
+    struct ring_tx *tx = am_mt_tx(dest, handler, &mt, &count);
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (!slot) {
         if (mt)
