@@ -308,7 +308,7 @@ static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: des
 static _Atomic uint32_t am_lanes_free;         /* bit l: lane l has no thread */
 static pthread_key_t am_lane_key;              /* its destructor frees an exiting thread's lane */
 static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
-static _Thread_local int am_lane_tls;          /* 0 not taken yet, 1 none free, 2 + lane */
+static _Thread_local int am_lane_tls __attribute__((tls_model("initial-exec"))); /* 0 not taken yet, 1 none free, 2 + lane */
 
 void am_send_multiple(int on)
 {
@@ -640,10 +640,12 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
  * (the transports' state is under the owner lock), a thread that holds
  * the lock, or a full ring (that path waits for room, polling). */
 #define AM_TAKE_LOCK 1
-static int am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src,
-                               size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+static inline __attribute__((always_inline)) int
+am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                    uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
-    if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || am_is_remote(dest) || am_lock_mine())
+    if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || (am.remote && am.remote[dest]) ||
+        am_lock_mine())
         return AM_TAKE_LOCK;
     if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
                           : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))
