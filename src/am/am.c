@@ -4,6 +4,7 @@
 #include "boot/boot.h"
 #include "shm/shm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,17 @@ static void am_thread_leave(long prev)
     atomic_store_explicit(&am_inside, prev, memory_order_release);
 }
 
+/* The lanes of threads at SHOAL_THREAD_MULTIPLE, once some peer used one. */
+static __attribute__((noinline)) unsigned am_poll_lanes(void)
+{
+    unsigned done = 0;
+    struct ring_rx *rx = am.shm->lane_rx;
+    for (int i = 0; i < am.shm->nlocal; i++)
+        for (unsigned l = 0; l < SHM_LANES; l++, rx++)
+            done += am_poll_ring(rx, am.shm->local[i], AM_REQ);
+    return done;
+}
+
 static unsigned am_poll_all(int replies_only)
 {
     if (UTIL_UNLIKELY(atomic_load_explicit(&am_bells_owed, memory_order_relaxed)))
@@ -240,6 +252,9 @@ static unsigned am_poll_all(int replies_only)
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
+    if (UTIL_UNLIKELY(am.shm->lanes) && !replies_only &&
+        atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
+        done += am_poll_lanes();
     return done;
 }
 
@@ -262,8 +277,169 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
     return w->peer;
 }
 
+/* ---- SHOAL_THREAD_MULTIPLE's request rings ---------------------------------
+ * At MULTIPLE a request to a rank on this host takes no process-wide lock.
+ * A sending thread takes a lane, a request ring of its own in every local
+ * peer's inbox (docs/SHM_QUEUE.md), the first time it sends, and keeps it
+ * until it exits: it is the lane's only producer, so it sends as a thread
+ * at SINGLE does, with no atomic read-modify-write, and its requests to
+ * user handlers stay in order on every path (waits for room too).
+ * Threads beyond SHM_LANES, and every request to an internal handler (the
+ * layers'), share the ordinary request ring, which then has a lock of its
+ * own, held from a message's slot reservation to its publication.
+ * Reply rings need neither: replies are sent only by handlers, which run
+ * under the owner lock (docs/ARCHITECTURE.md, "Locking"). */
+
+/* What requests sent outside the owner lock counted: written by the one
+ * thread that owns the lane or holds the ring's lock, read by
+ * am_stats_settle under the owner lock. */
+struct am_sent_count {
+    _Atomic uint64_t n[AM_LONG + 1], bytes[AM_LONG + 1]; /* by kind, only grow */
+    uint64_t seen_n[AM_LONG + 1], seen_bytes[AM_LONG + 1]; /* what am_stats_settle has added */
+} __attribute__((aligned(64))); /* one line each: no false sharing between lanes or destinations */
+
+struct am_mt_ring {
+    _Atomic uint32_t lock;
+    struct am_sent_count count;
+};
+
+static int am_mt_on;                           /* the level is MULTIPLE */
+static struct am_mt_ring *am_mt;               /* [nranks] */
+static struct am_sent_count am_lane_count[SHM_LANES];
+static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: dest polls its lanes */
+static _Atomic uint32_t am_lanes_free;         /* bit l: lane l has no thread */
+static pthread_key_t am_lane_key;              /* its destructor frees an exiting thread's lane */
+static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
+static _Thread_local int am_lane_tls __attribute__((tls_model("initial-exec"))); /* 0 not taken yet, 1 none free, 2 + lane */
+
+void am_send_multiple(int on)
+{
+    am_mt_on = on;
+}
+
+static void am_mt_lock(struct am_mt_ring *r)
+{
+    while (atomic_exchange_explicit(&r->lock, 1, memory_order_acquire)) {
+        struct util_backoff b; /* held for a few stores, unless its holder lost its core */
+        util_backoff_init(&b);
+        while (atomic_load_explicit(&r->lock, memory_order_relaxed))
+            util_backoff_wait(&b);
+    }
+}
+
+static void am_mt_unlock(struct am_mt_ring *r)
+{
+    atomic_store_explicit(&r->lock, 0, memory_order_release);
+}
+
+static void am_lane_free(void *v)
+{
+    atomic_fetch_or_explicit(&am_lanes_free, 1u << ((uintptr_t)v - 1), memory_order_release);
+}
+
+static void am_lane_key_init(void)
+{
+    if (pthread_key_create(&am_lane_key, am_lane_free) != 0)
+        util_fatal("rank %d: no thread-specific key for SHOAL_THREAD_MULTIPLE's lanes", am.rank);
+}
+
+/* The first send of a thread at MULTIPLE: a free lane (acquire: the lane's
+ * last thread's writes to its ring state happened before), or none. */
+static int am_lane_take(void)
+{
+    uint32_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    while (f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1), memory_order_acquire,
+                                                       memory_order_relaxed))
+        ;
+    if (!f)
+        return 1;
+    unsigned l = (unsigned)__builtin_ctz(f);
+    pthread_setspecific(am_lane_key, (void *)(uintptr_t)(l + 1));
+    return 2 + (int)l;
+}
+
+/* The shared request ring to dest: its lock taken. */
+static struct ring_tx *am_mt_shared(int dest, struct am_mt_ring **mt, struct am_sent_count **count)
+{
+    *mt = &am_mt[dest];
+    *count = &(*mt)->count;
+    am_mt_lock(*mt);
+    return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
+}
+
+/* A thread's first message into lane i (dest * SHM_LANES + lane): 1, with
+ * the shared ring locked, when dest's inbox has no lanes (dest is not at
+ * MULTIPLE; then always); else tells dest to poll its lanes, and 0. */
+static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_mt_ring **mt,
+                                                  struct am_sent_count **count)
+{
+    if (!am.shm->lane_tx[i].slots) {
+        am_mt_shared(dest, mt, count);
+        return 1;
+    }
+    am_lane_told[i] = 1;
+    atomic_store_explicit(&shm_lanes(am.shm, dest)->used, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* The ring a request to local rank dest goes into at MULTIPLE: the calling
+ * thread's lane, or the shared request ring with *mt set and locked.  The
+ * layers' requests (internal handlers) all take the shared ring: their
+ * protocols (large messages' pieces, collectives' sequences, CRL's) count
+ * on one channel in order from each rank to each rank, whichever thread
+ * sends. */
+static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt,
+                                       struct am_sent_count **count)
+{
+    if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
+        return am_mt_shared(dest, mt, count);
+    if (UTIL_UNLIKELY(!am_lane_tls))
+        am_lane_tls = am_lane_take();
+    if (UTIL_UNLIKELY(am_lane_tls == 1))
+        return am_mt_shared(dest, mt, count);
+    size_t l = (size_t)(am_lane_tls - 2), i = (size_t)dest * SHM_LANES + l;
+    if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
+        return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
+    *mt = NULL;
+    *count = &am_lane_count[l];
+    return &am.shm->lane_tx[i];
+}
+
+/* Only the counter's one writer calls this. */
+static inline void am_sent_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+static void am_sent_settle(struct am_sent_count *c)
+{
+    for (int k = AM_SHORT; k <= AM_LONG; k++) {
+        uint64_t n = atomic_load_explicit(&c->n[k], memory_order_relaxed);
+        uint64_t bytes = atomic_load_explicit(&c->bytes[k], memory_order_relaxed);
+        am.stats.am_sent[AM_REQ] += n - c->seen_n[k];
+        am.stats.am_class_sent[k] += n - c->seen_n[k];
+        am.stats.bytes_sent += bytes - c->seen_bytes[k];
+        am.stats.bytes_class_sent[k] += bytes - c->seen_bytes[k];
+        c->seen_n[k] = n;
+        c->seen_bytes[k] = bytes;
+    }
+}
+
+void am_stats_settle(void)
+{
+    if (!am_mt_on)
+        return;
+    for (int d = 0; d < am.nranks; d++)
+        am_sent_settle(&am_mt[d].count);
+    for (unsigned l = 0; l < SHM_LANES; l++)
+        am_sent_settle(&am_lane_count[l]);
+}
+
+/* Runs with mt (the shared request ring's lock at MULTIPLE; NULL for a lane,
+ * a reply, or below MULTIPLE) held, and gives it back while it polls: a wait may hand the owner lock to a thread that sends
+ * into the same ring. */
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
-                            struct ring_slot **slot)
+                            struct ring_slot **slot, struct am_mt_ring *mt)
 {
     if (flags & SHOAL_IMMEDIATE)
         return SHOAL_EAGAIN;
@@ -274,29 +450,31 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
      * never send, so this cannot deadlock (von Eicken's thesis: CMAM's two networks). */
-    while ((*slot = ring_tx_reserve(tx, m)) == NULL)
+    do {
+        if (mt)
+            am_mt_unlock(mt);
         am_progress_wait(&b, cls == AM_REP);
+        if (mt)
+            am_mt_lock(mt);
+    } while ((*slot = ring_tx_reserve(tx, m)) == NULL);
     hang_pop();
     return SHOAL_OK;
 }
 
-static inline __attribute__((always_inline)) int
-am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
-        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+/* Where a message's payload starts in its slots, and how many slots it takes. */
+static inline uint32_t am_msg_slots(enum am_kind kind, unsigned nargs, size_t nbytes, size_t *payload_at)
 {
-    hang_event(HANG_EV_SENT, cls, dest, handler, 0);
-    if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
-        return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
-    struct ring_tx *tx = &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     size_t hdr = am_header_bytes(nargs, kind);
-    size_t payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;
-    uint32_t m = am_slots(payload_at + (kind == AM_MEDIUM ? nbytes : 0));
-    struct ring_slot *slot = ring_tx_reserve(tx, m);
-    if (UTIL_UNLIKELY(!slot)) {
-        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot);
-        if (rc)
-            return rc;
-    }
+    *payload_at = kind == AM_MEDIUM ? am_payload_offset(hdr, nbytes) : hdr;
+    return am_slots(*payload_at + (kind == AM_MEDIUM ? nbytes : 0));
+}
+
+/* Writes a message's arguments and payload into its reserved slots (a long
+ * one's payload into dest's segment); returns its tag. */
+static inline __attribute__((always_inline)) uint64_t
+am_msg_fill(struct ring_slot *slot, size_t payload_at, int dest, unsigned handler, enum am_kind kind,
+            const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
     uint64_t *body = ring_msg_body(slot);
     for (unsigned i = 0; i < nargs; i++)
         body[i] = args[i];
@@ -311,7 +489,34 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         body[nargs + 1] = nbytes;
         extra = seg;
     }
-    ring_tx_commit(tx, m, am_tag(handler, nargs, kind, extra));
+    return am_tag(handler, nargs, kind, extra);
+}
+
+static inline __attribute__((always_inline)) int
+am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    hang_event(HANG_EV_SENT, cls, dest, handler, 0);
+    if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
+        return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+    size_t payload_at;
+    uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
+    struct am_mt_ring *mt = NULL;
+    struct am_sent_count *unused;
+    struct ring_tx *tx = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? am_mt_tx(dest, handler, &mt, &unused)
+                                                                   : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
+    struct ring_slot *slot = ring_tx_reserve(tx, m);
+    if (UTIL_UNLIKELY(!slot)) {
+        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
+        if (rc) {
+            if (mt)
+                am_mt_unlock(mt);
+            return rc;
+        }
+    }
+    ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
+    if (mt)
+        am_mt_unlock(mt);
     if (UTIL_UNLIKELY(am_threaded))
         am_progress_ring(dest, flags & SHOAL_MORE);
     am_count_sent(cls, kind, nbytes);
@@ -429,10 +634,53 @@ static int am_check_long_payload(int dest, shoal_seg_t seg, size_t offset, const
     return rc ? rc : am_check_payload(src, nbytes);
 }
 
+/* A request at MULTIPLE from a thread outside shoal (so in no handler and
+ * no critical section) to a rank on this host, without the owner lock:
+ * the argument checks, then the message into the thread's lane (or the
+ * shared request ring under its lock), counted there.  AM_TAKE_LOCK where the call must go the owner lock's way
+ * instead: a bad argument (that path names it), a remote destination
+ * (the transports' state is under the owner lock), a thread that holds
+ * the lock, or a full ring (that path waits for room, polling). */
+#define AM_TAKE_LOCK 1
+static inline __attribute__((always_inline)) int
+am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                    uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || (am.remote && am.remote[dest]) ||
+        am_lock_mine())
+        return AM_TAKE_LOCK;
+    if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
+                          : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))
+        return AM_TAKE_LOCK;
+    size_t payload_at;
+    uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
+    struct am_mt_ring *mt;
+    struct am_sent_count *count;
+    struct ring_tx *tx = am_mt_tx(dest, handler, &mt, &count);
+    struct ring_slot *slot = ring_tx_reserve(tx, m);
+    if (!slot) {
+        if (mt)
+            am_mt_unlock(mt);
+        return AM_TAKE_LOCK;
+    }
+    ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
+    am_sent_add(&count->n[kind], 1);
+    am_sent_add(&count->bytes[kind], nbytes);
+    if (mt)
+        am_mt_unlock(mt);
+    if (UTIL_UNLIKELY(am_threaded))
+        am_progress_ring(dest);
+    return SHOAL_OK;
+}
+
 int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args)) != AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_short");
     if (UTIL_UNLIKELY(rc))
         return rc;
     return am_send(dest, AM_REQ, handler, flags, AM_SHORT, NULL, 0, 0, 0, nargs, args);
@@ -441,8 +689,12 @@ int shoal_am_request_short(int dest, unsigned handler, unsigned flags, unsigned 
 int shoal_am_request_medium(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                             unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_MEDIUM, src, nbytes, 0, 0, nargs, args)) != AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_medium");
     if (!rc)
         rc = am_check_medium(src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -490,8 +742,13 @@ int shoal_am_bcast_medium(unsigned handler, unsigned flags, const void *src, siz
 int shoal_am_request_long(int dest, unsigned handler, unsigned flags, const void *src, size_t nbytes,
                           shoal_seg_t seg, size_t offset, unsigned nargs, const uint64_t *args)
 {
+    int rc;
+    if (UTIL_UNLIKELY(am_guard_on) && am_mt_on &&
+        (rc = am_request_unlocked(dest, handler, flags, AM_LONG, src, nbytes, (uint32_t)seg, offset, nargs, args)) !=
+            AM_TAKE_LOCK)
+        return rc;
     AM_GUARD();
-    int rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
+    rc = am_check_request(dest, handler, flags, nargs, args, "shoal_am_request_long");
     if (!rc)
         rc = am_check_long_payload(dest, seg, offset, src, nbytes);
     if (UTIL_UNLIKELY(rc))
@@ -608,9 +865,9 @@ unsigned shoal_am_max_args(void)
     return SHOAL_AM_MAX_ARGS;
 }
 
-int am_init(int rank, int nranks)
+int am_init(int rank, int nranks, int level)
 {
-    int rc = shm_init(&am_shm, rank, nranks);
+    int rc = shm_init(&am_shm, rank, nranks, level == SHOAL_THREAD_MULTIPLE);
     if (rc) {
         shm_fini(&am_shm); /* what it mapped before it failed */
         return rc;
@@ -629,6 +886,14 @@ int am_init(int rank, int nranks)
     const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
+    am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
+    am_lane_told = calloc((size_t)nranks * SHM_LANES, 1);
+    if (!am_mt || !am_lane_told)
+        return SHOAL_ENOMEM;
+    memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
+    memset(am_lane_count, 0, sizeof am_lane_count);
+    atomic_store(&am_lanes_free, (1u << SHM_LANES) - 1);
+    pthread_once(&am_lane_once, am_lane_key_init);
     am_large_init();
     return SHOAL_OK;
 }
@@ -647,6 +912,11 @@ void am_fini(void)
     hang_fini();
     am_seg_fini();
     am_large_fini();
+    free(am_mt);
+    am_mt = NULL;
+    free(am_lane_told);
+    am_lane_told = NULL;
+    am_mt_on = 0;
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */
     if (am.shm)

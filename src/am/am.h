@@ -61,8 +61,9 @@ int am_request_large(int dest, unsigned handler, unsigned flags, const void *src
 int am_reply_large(shoal_token_t tok, unsigned handler, const void *src, size_t nbytes, unsigned nargs,
                    const uint64_t *args);
 
-/* Maps the shared-memory rings (collective) and sets up the handler table. */
-int am_init(int rank, int nranks);
+/* Maps the shared-memory rings (collective) and sets up the handler table;
+ * level: the thread level shoal_init_thread grants (MULTIPLE adds lanes). */
+int am_init(int rank, int nranks, int level);
 void am_fini(void);
 
 /* ---- ranks whose memory is mapped here (the shared-memory transport) ---- */
@@ -213,6 +214,14 @@ int am_rule_violation(const char *what);
 /* Context check for calls that block (poll, barrier, finalize, wait):
  * SHOAL_OK outside handlers. */
 int am_blocking_allowed(const char *call);
+
+/* SHOAL_THREAD_MULTIPLE (from am_thread_level_set): requests to ranks on
+ * this host from threads outside shoal skip the owner lock, each request
+ * ring taking a lock of its own (am.c). */
+void am_send_multiple(int on);
+/* Adds what those requests counted in their rings to am_stats(): before
+ * the counters are read (shoal_stats_get, quiescence), under the owner lock. */
+void am_stats_settle(void);
 
 /* What the layers above read of am. */
 int am_rank(void);

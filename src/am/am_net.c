@@ -365,6 +365,7 @@ static void am_net_deliver(const struct tp_msg *m)
 
 void am_quiet_state(struct am_quiet *q)
 {
+    am_stats_settle();
     q->sent = am.stats.am_sent[AM_REQ] + am.stats.am_sent[AM_REP];
     q->run = am.stats.am_received[AM_REQ] + am.stats.am_received[AM_REP] - an.bcasts_run;
     q->dropped = am.stats.dropped;

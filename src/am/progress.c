@@ -181,6 +181,7 @@ void am_thread_level_set(int level)
     am_level = level;
     am_main_self = am_self();
     am_multiple = level == SHOAL_THREAD_MULTIPLE;
+    am_send_multiple(am_multiple);
     am_level_checked = am.strict && level < SHOAL_THREAD_MULTIPLE;
     am_guard_update();
 }

@@ -107,7 +107,7 @@ static int core_init(int level)
     if (boot.rank == 0) /* once per job: every rank has the same environment */
         util_config_unknown(core_warn_unknown, NULL);
     util_fatal_hook = core_fatal_hook;
-    rc = am_init(boot.rank, boot.size);
+    rc = am_init(boot.rank, boot.size, level);
     coll_init();
     cmam_init();
     if (rc == SHOAL_OK)
@@ -440,6 +440,7 @@ int shoal_stats_get(struct shoal_stats *out)
         return SHOAL_ENOTINIT;
     if (!out)
         return SHOAL_EINVAL;
+    am_stats_settle();
     *out = *am_stats();
     struct tp_stats ns; /* zeros when the job has no message transport */
     am_transport_stats(&ns);

@@ -29,21 +29,30 @@ uint32_t shm_default_ring_slots(int nranks)
     return slots;
 }
 
-static size_t rings_offset(int nranks)
+/* An inbox with `lanes` lanes per sender (0 or SHM_LANES) holds this many rings per sender. */
+static size_t rings_per_sender(uint32_t lanes)
 {
-    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * SHM_CLASSES * sizeof(struct ring_head), 4096);
+    return SHM_CLASSES + lanes;
 }
 
-size_t shm_region_bytes(int nranks, uint32_t ring_slots)
+static size_t rings_offset(int nranks, uint32_t lanes)
 {
-    return rings_offset(nranks) + (size_t)nranks * SHM_CLASSES * ring_slots * RING_SLOT_BYTES;
+    return util_round_up(SHM_HEADS_OFFSET + (size_t)nranks * rings_per_sender(lanes) * sizeof(struct ring_head),
+                         4096);
+}
+
+size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes)
+{
+    return rings_offset(nranks, lanes) + (size_t)nranks * rings_per_sender(lanes) * ring_slots * RING_SLOT_BYTES;
 }
 
 /* nranks: the ranks of this host, each with rings in every inbox. */
 static int check_region(const struct shm_region_header *h, int r, int nranks, uint32_t slots, size_t bytes)
 {
     if (h->magic != SHM_MAGIC || h->version != SHM_LAYOUT_VERSION || h->owner_rank != (uint32_t)r ||
-        h->nranks != (uint32_t)nranks || h->ring_slots != slots || h->total_bytes != bytes) {
+        h->nranks != (uint32_t)nranks || h->ring_slots != slots || (h->lanes != 0 && h->lanes != SHM_LANES) ||
+        h->rings_offset != rings_offset(nranks, h->lanes) || h->total_bytes != bytes ||
+        bytes != shm_region_bytes(nranks, slots, h->lanes)) {
         LOG(LOG_ERROR, "inbox of rank %d has a foreign layout (version %u, %u ranks, %u slots); "
             "all ranks must run the same shoal build and SHOAL_SHM_RING_SLOTS",
             r, h->version, h->nranks, h->ring_slots);
@@ -52,15 +61,49 @@ static int check_region(const struct shm_region_header *h, int r, int nranks, ui
     return SHOAL_OK;
 }
 
-static void *ring_base(void *region, int nranks, uint32_t slots, int sender, unsigned cls)
+/* Ring k of sender's in an inbox (0 requests, 1 replies, SHM_CLASSES + l
+ * lane l), as its header lays it out. */
+static void *ring_base(void *region, int sender, unsigned k)
 {
-    size_t idx = (size_t)sender * SHM_CLASSES + cls;
-    return (char *)region + rings_offset(nranks) + idx * slots * RING_SLOT_BYTES;
+    const struct shm_region_header *h = region;
+    size_t idx = (size_t)sender * rings_per_sender(h->lanes) + k;
+    return (char *)region + h->rings_offset + idx * h->ring_slots * RING_SLOT_BYTES;
 }
 
-static struct ring_head *ring_head_of(void *region, int sender, unsigned cls)
+static struct ring_head *ring_head_of(void *region, int sender, unsigned k)
 {
-    return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * SHM_CLASSES + cls;
+    const struct shm_region_header *h = region;
+    return (struct ring_head *)((char *)region + SHM_HEADS_OFFSET) + (size_t)sender * rings_per_sender(h->lanes) + k;
+}
+
+static int ring_tx_of(struct shm_state *st, struct ring_tx *tx, int i, unsigned k)
+{
+    void *theirs = st->regions[st->local[i]];
+    int me = st->local_index[st->rank];
+    return ring_tx_init(tx, ring_base(theirs, me, k), ring_head_of(theirs, me, k), st->ring_slots);
+}
+
+static void ring_rx_of(struct shm_state *st, struct ring_rx *rx, int i, unsigned k)
+{
+    void *mine = st->regions[st->rank];
+    ring_rx_init(rx, ring_base(mine, i, k), ring_head_of(mine, i, k), st->ring_slots);
+}
+
+/* This rank's ends of the rings it shares with local peer i. */
+static int ring_pairs_init(struct shm_state *st, int i)
+{
+    size_t peer = (size_t)st->local[i];
+    int rc = SHOAL_OK;
+    for (unsigned c = 0; c < SHM_CLASSES && rc == SHOAL_OK; c++) {
+        ring_rx_of(st, &st->rx[(size_t)i * SHM_CLASSES + c], i, c);
+        rc = ring_tx_of(st, &st->tx[peer * SHM_CLASSES + c], i, c);
+    }
+    for (unsigned l = 0; l < st->lanes; l++)
+        ring_rx_of(st, &st->lane_rx[(size_t)i * SHM_LANES + l], i, SHM_CLASSES + l);
+    const struct shm_region_header *theirs = st->regions[peer];
+    for (unsigned l = 0; l < theirs->lanes && rc == SHOAL_OK; l++)
+        rc = ring_tx_of(st, &st->lane_tx[peer * SHM_LANES + l], i, SHM_CLASSES + l);
+    return rc;
 }
 
 /* The ranks this one reaches over shared memory, in rank order. */
@@ -78,47 +121,38 @@ static int find_local(struct shm_state *st)
     return SHOAL_OK;
 }
 
-int shm_init(struct shm_state *st, int rank, int nranks)
+int shm_init(struct shm_state *st, int rank, int nranks, int lanes)
 {
     memset(st, 0, sizeof *st);
     st->rank = rank;
     st->nranks = nranks;
+    st->lanes = lanes ? SHM_LANES : 0;
     int rc = find_local(st);
     if (rc)
         return rc;
     int n = st->nlocal;
     st->ring_slots = shm_default_ring_slots(n);
-    st->region_bytes = shm_region_bytes(n, st->ring_slots);
+    st->region_bytes = shm_region_bytes(n, st->ring_slots, st->lanes);
     st->regions = calloc((size_t)nranks, sizeof *st->regions);
     size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
     st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
     st->rx = calloc((size_t)n * SHM_CLASSES, sizeof *st->rx);
-    if (!st->regions || !sizes || !st->tx || !st->rx)
+    st->lane_tx = calloc((size_t)nranks * SHM_LANES, sizeof *st->lane_tx);
+    st->lane_rx = calloc((size_t)n * SHM_LANES, sizeof *st->lane_rx);
+    if (!st->regions || !sizes || !st->tx || !st->rx || !st->lane_tx || !st->lane_rx)
         return SHOAL_ENOMEM;
     struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
                                   .owner_rank = (uint32_t)rank, .nranks = (uint32_t)n,
-                                  .ring_slots = st->ring_slots, .rings_offset = rings_offset(n),
-                                  .total_bytes = st->region_bytes, .owner_pid = getpid()};
+                                  .ring_slots = st->ring_slots, .rings_offset = rings_offset(n, st->lanes),
+                                  .total_bytes = st->region_bytes, .owner_pid = getpid(), .lanes = st->lanes};
     rc = mem_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
         rc = check_region(st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
     if (rc)
         return rc;
-    void *mine = st->regions[rank];
-    int me = st->local_index[rank];
-    for (int i = 0; i < n; i++) {
-        int peer = st->local[i];
-        for (unsigned c = 0; c < SHM_CLASSES; c++) {
-            rc = ring_tx_init(&st->tx[(size_t)peer * SHM_CLASSES + c],
-                              ring_base(st->regions[peer], n, st->ring_slots, me, c),
-                              ring_head_of(st->regions[peer], me, c), st->ring_slots);
-            if (rc)
-                return rc;
-            ring_rx_init(&st->rx[(size_t)i * SHM_CLASSES + c], ring_base(mine, n, st->ring_slots, i, c),
-                         ring_head_of(mine, i, c), st->ring_slots);
-        }
-    }
-    return SHOAL_OK;
+    for (int i = 0; i < n && rc == SHOAL_OK; i++)
+        rc = ring_pairs_init(st, i);
+    return rc;
 }
 
 void shm_fini(struct shm_state *st)
@@ -131,8 +165,13 @@ void shm_fini(struct shm_state *st)
     for (int i = 0; st->tx && i < st->nlocal; i++)
         for (unsigned c = 0; c < SHM_CLASSES; c++)
             ring_tx_fini(&st->tx[(size_t)st->local[i] * SHM_CLASSES + c]);
+    for (int i = 0; st->lane_tx && i < st->nlocal; i++)
+        for (unsigned l = 0; l < SHM_LANES; l++)
+            ring_tx_fini(&st->lane_tx[(size_t)st->local[i] * SHM_LANES + l]);
     free(st->tx);
     free(st->rx);
+    free(st->lane_tx);
+    free(st->lane_rx);
     free(st->local);
     free(st->local_index);
     memset(st, 0, sizeof *st);
@@ -141,6 +180,9 @@ void shm_fini(struct shm_state *st)
 _Static_assert(SHM_BARRIER_OFFSET + SHM_BARRIER_ROUNDS * RING_HEAD_BLOCK <= SHM_DOORBELL_OFFSET &&
                    SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_HEADS_OFFSET,
                "the doorbell sits between the barrier flags and the heads");
+_Static_assert(SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_LANES_OFFSET &&
+                   SHM_LANES_OFFSET + sizeof(struct shm_lanes) <= SHM_HEADS_OFFSET,
+               "the lanes' word sits between the doorbell and the heads");
 
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round)
 {

@@ -12,8 +12,13 @@
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 3u
+#define SHM_LAYOUT_VERSION 4u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
+/* Request rings per sender that one sending thread each owns (a lane:
+ * single producer, so no lock), in the inbox of a rank at
+ * SHOAL_THREAD_MULTIPLE; other inboxes have none. */
+#define SHM_LANES 4u
+#define SHM_LANES_OFFSET 6272u
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
 #define SHM_DOORBELL_OFFSET 6144u
@@ -28,7 +33,7 @@ struct shm_region_header {
     uint64_t rings_offset;
     uint64_t total_bytes;
     int32_t owner_pid;
-    uint32_t reserved;
+    uint32_t lanes;          /* per sender: SHM_LANES or 0 */
 };
 
 /* One dissemination-barrier flag, written by one peer per round. */
@@ -58,28 +63,44 @@ struct shm_state {
     int *local;              /* [nlocal]: those ranks, in rank order */
     int *local_index;        /* [nranks]: index in local[], -1 for ranks on other hosts */
     uint32_t ring_slots;
+    uint32_t lanes;          /* in this rank's inbox: SHM_LANES at MULTIPLE, else 0 */
     void **regions;          /* regions[r]: rank r's inbox, mapped here (NULL: other host) */
     size_t *region_sizes;    /* as mapped (a peer's may differ if misconfigured) */
     size_t region_bytes;     /* this rank's */
     struct ring_tx *tx;      /* [dest * SHM_CLASSES + class]; local dests only */
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
+    struct ring_tx *lane_tx; /* [dest * SHM_LANES + lane]; local dests with lanes only (slots NULL: none) */
+    struct ring_rx *lane_rx; /* [local index * SHM_LANES + lane] */
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
  * (SHOAL_SHM_RING_SLOTS or the default rule) and the region size. */
 uint32_t shm_default_ring_slots(int nranks);
-size_t shm_region_bytes(int nranks, uint32_t ring_slots);
+size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes);
 
 
 /* Collective: creates this rank's inbox, exchanges descriptors, maps the
  * inbox of every peer on this host (boot_rank_local) and validates it. */
-int shm_init(struct shm_state *st, int rank, int nranks);
+/* lanes: 1 when this rank is at SHOAL_THREAD_MULTIPLE (its inbox has lanes). */
+int shm_init(struct shm_state *st, int rank, int nranks, int lanes);
 void shm_fini(struct shm_state *st);
 
 /* Rank r's doorbell, in its inbox (r on this host). */
 static inline struct shm_doorbell *shm_doorbell(const struct shm_state *st, int r)
 {
     return (struct shm_doorbell *)((char *)st->regions[r] + SHM_DOORBELL_OFFSET);
+}
+
+/* Nonzero in rank r's inbox once a sender has written into one of its
+ * lanes: until then its owner polls none of them. */
+struct shm_lanes {
+    _Atomic uint32_t used;
+    char pad[RING_HEAD_BLOCK - sizeof(uint32_t)];
+} __attribute__((aligned(RING_HEAD_BLOCK)));
+
+static inline struct shm_lanes *shm_lanes(const struct shm_state *st, int r)
+{
+    return (struct shm_lanes *)((char *)st->regions[r] + SHM_LANES_OFFSET);
 }
 
 /* Barrier flag `round` in rank r's inbox. */

@@ -13,6 +13,18 @@
  *                (home rank 0) in write sections; the totals are exact
  *                (TEST_REGION_BYTES: regions that large travel in pieces,
  *                as large mediums, checked by their last word)
+ *   slots        MULTIPLE: two waves of TEST_THREADS threads per rank each
+ *                send every rank TEST_COUNT pairs of a 16-argument short and a medium
+ *                of 0-700 bytes (1-12 ring slots), words and bytes from a
+ *                generator seeded by (sender, thread, number), with a
+ *                checksum; the main thread polls meanwhile.  Where a
+ *                message lands its checksum, its contents and its place in
+ *                its thread's sequence are checked (two threads' messages
+ *                mixed in one ring entry, or an entry read before it was
+ *                whole, fail here), and the counts and shoal_stats_get's
+ *                requests sent are exact.  TEST_SINGLE_RANK=R: rank R is
+ *                at SINGLE and sends from its main thread (no lanes in its
+ *                inbox: the others' threads share its request ring)
  *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
  *                sends only once rank 0's other thread has asked for it:
  *                the wait must give shoal's lock back between its polls
@@ -194,6 +206,145 @@ static void test_am(void)
     }
     printf("rank %d: %d threads, %llu requests of each kind run, every reply back\n", me, nthreads,
            (unsigned long long)want);
+}
+
+/* ---- ring entries written by several threads at once ------------------- */
+enum { H_SLOT = 3 };
+#define SLOT_MAX_BYTES 700
+static uint64_t slot_next[64][MAX_THREADS]; /* next number from (rank, thread); handlers only */
+static int slot_single = -1;                /* TEST_SINGLE_RANK: this rank is at SINGLE */
+
+/* Rank r's sending threads: its main thread alone at SINGLE. */
+static int slot_threads(int r)
+{
+    return r == slot_single ? 1 : nthreads;
+}
+static volatile uint64_t slot_received;     /* handlers only, and shoal_wait_until */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Message (src, t, n)'s argument words: 0 thread, 1 number, 2..14 from
+ * the generator, 15 the checksum of the rest and of the payload. */
+static void slot_words(int src, int t, uint64_t n, uint64_t w[SHOAL_AM_MAX_ARGS])
+{
+    uint64_t x = mix(((uint64_t)src << 48) ^ ((uint64_t)t << 40) ^ n);
+    w[0] = (uint64_t)t;
+    w[1] = n;
+    for (int k = 2; k < SHOAL_AM_MAX_ARGS - 1; k++)
+        w[k] = x = mix(x + (uint64_t)k);
+}
+
+static uint64_t slot_sum(const uint64_t *w, const unsigned char *buf, size_t len)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < SHOAL_AM_MAX_ARGS - 1; k++)
+        h = mix(h ^ w[k]);
+    for (size_t k = 0; k < len; k++)
+        h = h * 1099511628211ull ^ buf[k];
+    return h;
+}
+
+/* Even numbers are shorts, odd ones mediums of a length the number sets. */
+static size_t slot_len(uint64_t n)
+{
+    return n % 2 ? (size_t)(mix(n) % (SLOT_MAX_BYTES + 1)) : 0;
+}
+
+static void slot_payload(const uint64_t *w, unsigned char *buf, size_t len)
+{
+    for (size_t k = 0; k < len; k++)
+        buf[k] = (unsigned char)(w[2 + k % 13] >> (8 * (k / 13 % 8)));
+}
+
+static void on_slot(shoal_token_t tok, void *buf, size_t len, const uint64_t *a, unsigned na)
+{
+    int src = shoal_token_source(tok);
+    CHECK(na == SHOAL_AM_MAX_ARGS, "rank %d: a message from rank %d with %u arguments", me, src, na);
+    int t = (int)a[0];
+    uint64_t n = a[1];
+    CHECK(t >= 0 && t < slot_threads(src), "rank %d: a message from rank %d names thread %d", me, src, t);
+    CHECK(a[SHOAL_AM_MAX_ARGS - 1] == slot_sum(a, buf, len),
+          "rank %d: message from rank %d thread %d #%llu fails its checksum (mixed or read before written)", me,
+          src, t, (unsigned long long)n);
+    CHECK(n == slot_next[src][t], "rank %d: rank %d thread %d's #%llu arrived where #%llu was due", me, src, t,
+          (unsigned long long)n, (unsigned long long)slot_next[src][t]);
+    uint64_t w[SHOAL_AM_MAX_ARGS];
+    unsigned char want[SLOT_MAX_BYTES];
+    slot_words(src, t, n, w);
+    slot_payload(w, want, slot_len(n));
+    CHECK(len == slot_len(n) && memcmp(a, w, sizeof w - sizeof w[0]) == 0 && memcmp(buf, want, len) == 0,
+          "rank %d: message from rank %d thread %d #%llu has other contents than sent", me, src, t,
+          (unsigned long long)n);
+    slot_next[src][t]++;
+    slot_received++;
+}
+
+/* arg: thread + MAX_THREADS * wave; wave w sends its thread's numbers
+ * [2w, 2w + 2) * TEST_COUNT */
+static void *slot_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg % MAX_THREADS, wave = (int)(intptr_t)arg / MAX_THREADS;
+    unsigned char buf[SLOT_MAX_BYTES];
+    uint64_t w[SHOAL_AM_MAX_ARGS];
+    for (uint64_t n = 2 * (uint64_t)count * (uint64_t)wave; n < 2 * (uint64_t)count * (uint64_t)(wave + 1); n++)
+        for (int p = 0; p < np; p++) {
+            int dest = (p + me + t) % np;
+            size_t len = slot_len(n);
+            slot_words(me, t, n, w);
+            slot_payload(w, buf, len);
+            w[SHOAL_AM_MAX_ARGS - 1] = slot_sum(w, buf, len);
+            if (n % 2 == 0)
+                CHECK_RC(shoal_am_request_short(dest, H_SLOT, 0, SHOAL_AM_MAX_ARGS, w), SHOAL_OK);
+            else
+                CHECK_RC(shoal_am_request_medium(dest, H_SLOT, 0, buf, len, SHOAL_AM_MAX_ARGS, w), SHOAL_OK);
+        }
+    return NULL;
+}
+
+static void test_slots(void)
+{
+    CHECK(np <= 64, "slots runs on at most 64 ranks");
+    CHECK_RC(shoal_am_register(H_SLOT, on_slot), SHOAL_OK);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    struct shoal_stats before, after;
+    CHECK_RC(shoal_stats_get(&before), SHOAL_OK);
+    pthread_t th[MAX_THREADS];
+    uint64_t want = 0;
+    for (int r = 0; r < np; r++)
+        want += (uint64_t)slot_threads(r) * 2u * (uint64_t)count;
+    /* two waves of threads: the second takes the rings (lanes) the first left */
+    for (int wave = 0; wave < 2; wave++) {
+        if (me == slot_single)
+            slot_thread((void *)(intptr_t)(MAX_THREADS * wave));
+        for (int t = 0; t < nthreads && me != slot_single; t++)
+            CHECK(pthread_create(&th[t], NULL, slot_thread, (void *)(intptr_t)(t + MAX_THREADS * wave)) == 0,
+                  "pthread_create");
+        CHECK_RC(shoal_wait_until(&slot_received, want), SHOAL_OK); /* polls while the threads send */
+        for (int t = 0; t < nthreads && me != slot_single; t++)
+            pthread_join(th[t], NULL);
+    }
+    CHECK_RC(shoal_stats_get(&after), SHOAL_OK); /* before the barrier, which may send messages of its own */
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK(slot_received == 0, "rank %d: %llu messages ran beyond the %llu per wave sent here", me,
+          (unsigned long long)slot_received, (unsigned long long)want); /* the waits took them off */
+    for (int r = 0; r < np; r++)
+        for (int t = 0; t < slot_threads(r); t++)
+            CHECK(slot_next[r][t] == 4u * (uint64_t)count, "rank %d: %llu messages from rank %d thread %d", me,
+                  (unsigned long long)slot_next[r][t], r, t);
+    want = (uint64_t)np * (uint64_t)slot_threads(me) * 4u * (uint64_t)count; /* what this rank sent */
+    uint64_t sent = after.am_sent[0] - before.am_sent[0], shorts = after.am_class_sent[0] - before.am_class_sent[0];
+    CHECK(sent == want && shorts == want / 2,
+          "rank %d: shoal_stats_get counts %llu requests sent, %llu of them short; want %llu, %llu", me,
+          (unsigned long long)sent, (unsigned long long)shorts, (unsigned long long)want,
+          (unsigned long long)(want / 2));
+    printf("rank %d: %d threads sent %llu messages; each that arrived was whole and in its thread's order\n", me,
+           slot_threads(me), (unsigned long long)want);
 }
 
 /* ---- one-sided commands ------------------------------------------------- */
@@ -407,7 +558,7 @@ static void test_provided(int level)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|handoff|funneled|serialized");
+    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|slots|handoff|funneled|serialized");
     signal(SIGALRM, on_alarm);
     alarm(TEST_LIMIT_S);
     nthreads = env_int("TEST_THREADS", 3);
@@ -422,6 +573,11 @@ int main(int argc, char **argv)
     int want = strcmp(c, "funneled") == 0     ? SHOAL_THREAD_FUNNELED
                : strcmp(c, "serialized") == 0 ? SHOAL_THREAD_SERIALIZED
                                               : SHOAL_THREAD_MULTIPLE;
+    if (strcmp(c, "slots") == 0 && getenv("TEST_SINGLE_RANK")) { /* a job of mixed levels */
+        slot_single = env_int("TEST_SINGLE_RANK", -1);
+        if (slot_single == env_int("SHOAL_RANK", -1))
+            want = SHOAL_THREAD_SINGLE;
+    }
     int got;
     CHECK_RC(shoal_init_thread(NULL, NULL, want, &got), SHOAL_OK);
     CHECK(got == want, "provided %d, required %d", got, want);
@@ -435,6 +591,8 @@ int main(int argc, char **argv)
         test_crl();
     else if (strcmp(c, "handoff") == 0)
         test_handoff();
+    else if (strcmp(c, "slots") == 0)
+        test_slots();
     else if (strcmp(c, "funneled") == 0 || strcmp(c, "serialized") == 0)
         test_misuse();
     else
