@@ -668,8 +668,10 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
     am_sent_add(&count->bytes[kind], nbytes);
     if (mt)
         am_mt_unlock(mt);
+    /* rung now even in a SHOAL_MORE burst: no end of a locked call follows
+     * to ring an owed bell */
     if (UTIL_UNLIKELY(am_threaded))
-        am_progress_ring(dest);
+        am_progress_ring(dest, 0);
     return SHOAL_OK;
 }
 
