@@ -10,8 +10,9 @@
  * Handlers run while waiting.  A flag for a peer on this host is a store
  * into its inbox; for a peer elsewhere, a message whose handler raises the
  * same flag in a local table.  Rounds are numbered across the phases (the
- * host's first, the leaders' after them) so each has its own flags, and
- * the leader's release is the last flag.
+ * host's first, the leaders' after the fullest host's, so that leaders of
+ * hosts of different sizes agree) so each has its own flags, and the
+ * leader's release is the last flag.
  *
  * The leaders may instead meet as in Ciaccio's GAMMA thesis, Chapter 5
  * (SHOAL_BARRIER): every protocol there sends N - 1 empty "enter" messages
