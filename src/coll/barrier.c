@@ -10,8 +10,9 @@
  * Handlers run while waiting.  A flag for a peer on this host is a store
  * into its inbox; for a peer elsewhere, a message whose handler raises the
  * same flag in a local table.  Rounds are numbered across the phases (the
- * host's first, the leaders' after them) so each has its own flags, and
- * the leader's release is the last flag.
+ * host's first, the leaders' after the fullest host's, so that leaders of
+ * hosts of different sizes agree) so each has its own flags, and the
+ * leader's release is the last flag.
  *
  * The leaders may instead meet as in Ciaccio's GAMMA thesis, Chapter 5
  * (SHOAL_BARRIER): every protocol there sends N - 1 empty "enter" messages
@@ -59,6 +60,7 @@ static struct {
     int nleaders;
     int leader_index;       /* this rank's in leaders[]; -1 if it is not one */
     unsigned host_rounds;   /* dissemination rounds among this host's ranks */
+    unsigned leader_round0; /* the leaders' first flag round: the most any host's ranks use */
     uint64_t net_flag[AM_LOCAL_FLAGS]; /* latest epoch announced per round over the network */
 } bb;
 
@@ -161,24 +163,33 @@ static void coll_layout(void)
     if (bb.leaders)
         return;
     bb.leaders = malloc((size_t)am_size() * sizeof *bb.leaders);
-    if (!bb.leaders)
+    int *on = calloc((size_t)am_size(), sizeof *on); /* ranks per host, by leader index */
+    if (!bb.leaders || !on)
         util_fatal("out of memory for the barrier's table of %d ranks", am_size());
     bb.leader_index = -1;
+    int most = 0; /* ranks on the fullest host */
     for (int r = 0; r < am_size(); r++) {
-        int first = 1;
-        for (int s = 0; s < r && first; s++)
-            first = !boot_shm_peers(s, r);
-        if (first && r == am_rank())
-            bb.leader_index = bb.nleaders;
-        if (first)
+        int i = 0;
+        while (i < bb.nleaders && !boot_shm_peers(bb.leaders[i], r))
+            i++;
+        if (i == bb.nleaders && r == am_rank())
+            bb.leader_index = i;
+        if (i == bb.nleaders)
             bb.leaders[bb.nleaders++] = r;
+        most = ++on[i] > most ? on[i] : most;
     }
+    free(on);
     int nlocal;
     am_local_ranks(&nlocal);
     bb.host_rounds = rounds_for(nlocal);
-    if (bb.host_rounds + rounds_for(bb.nleaders) > COLL_RELEASE_ROUND)
+    /* Hosts may hold different numbers of ranks, and every leader must
+     * number the leaders' rounds alike: they start after the fullest
+     * host's, not this host's (a:2,b:1 raised round 1 at b, which waited
+     * on round 0). */
+    bb.leader_round0 = rounds_for(most);
+    if (bb.leader_round0 + rounds_for(bb.nleaders) > COLL_RELEASE_ROUND)
         util_fatal("barrier: %d hosts of up to %d ranks need more than %u flag rounds", bb.nleaders,
-                   nlocal, COLL_RELEASE_ROUND);
+                   most, COLL_RELEASE_ROUND);
     bb.chains = coll_chains();
 }
 
@@ -402,7 +413,7 @@ static void coll_cross_hosts(uint64_t epoch)
     if (bb.chains)
         coll_chain(bb.leaders, bb.nleaders, bb.leader_index, bb.chains, epoch);
     else
-        coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.host_rounds, epoch);
+        coll_disseminate(bb.leaders, bb.nleaders, bb.leader_index, bb.leader_round0, epoch);
     int n;
     const int *local = am_local_ranks(&n);
     for (int i = 1; i < n; i++)

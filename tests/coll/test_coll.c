@@ -22,7 +22,14 @@
  *   kinds     rank 0 calls shoal_barrier where the others call
  *             shoal_broadcast: the job must end naming both calls;
  *   finalize  rank 0 calls shoal_barrier where the others call
- *             shoal_finalize: the same. */
+ *             shoal_finalize: the same;
+ *   hosts     the job's hosts hold the ranks TEST_LAYOUT says ("2,1": two
+ *             on the first, one on the second), which the leaders must
+ *             show; then 100 barriers, each entered late by one rank in
+ *             turn, where a rank told that another left barrier i before
+ *             this rank entered it fails; then a broadcast and an
+ *             allreduce of every rank's number, and a reduction into
+ *             every root, checked everywhere. */
 #include "coll/coll.h"
 #include "shoal.h"
 #include "../common/check.h"
@@ -32,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { H_TRY = 1 };
+enum { H_TRY = 1, H_LEFT };
 static int me, np;
 static volatile uint64_t tried;
 static int try_rc;
+
+static uint64_t entered; /* barriers this rank has entered */
 
 static unsigned char pat(uint64_t tag, size_t i) { return (unsigned char)(tag * 151u + i * 13u + (i >> 9)); }
 
@@ -283,16 +292,76 @@ static void test_finalize_mismatch(void)
     }
 }
 
+/* Another rank left barrier a[0]: this one must have entered it. */
+static void left_barrier(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf, (void)n;
+    CHECK(na == 1 && a[0] <= entered, "rank %d left barrier %llu before rank %d entered it (entered %llu)",
+          shoal_token_source(t), (unsigned long long)(na ? a[0] : 0), me, (unsigned long long)entered);
+}
+
+/* The leaders coll_leaders reports: the first rank of each TEST_LAYOUT
+ * host, so a job launched evenly by mistake cannot pass as uneven. */
+static void check_layout(void)
+{
+    const char *layout = getenv("TEST_LAYOUT");
+    CHECK(layout, "hosts: TEST_LAYOUT (ranks per host, as 2,1) is not set");
+    int n;
+    const int *leaders = coll_leaders(&n);
+    int h = 0, first = 0;
+    for (const char *p = layout; *p; h++) {
+        char *end;
+        long k = strtol(p, &end, 10);
+        CHECK(end != p && k > 0 && (*end == ',' || !*end), "hosts: bad TEST_LAYOUT %s", layout);
+        CHECK(h < n && leaders[h] == first, "hosts: host %d of %s should be led by rank %d, found %d of %d leaders",
+              h, layout, first, h < n ? leaders[h] : -1, n);
+        first += (int)k;
+        p = *end ? end + 1 : end;
+    }
+    CHECK(h == n && first == np, "hosts: %s names %d hosts of %d ranks; the job has %d hosts of %d ranks", layout,
+          h, first, n, np);
+}
+
+static void test_hosts(void)
+{
+    check_layout();
+    for (uint64_t i = 1; i <= 100; i++) {
+        if ((uint64_t)me == i % (uint64_t)np)
+            test_nap(0.001);
+        entered = i;
+        CHECK_RC(shoal_barrier(), SHOAL_OK);
+        for (int r = 0; r < np; r++)
+            if (r != me)
+                CHECK_RC(shoal_am_request_short(r, H_LEFT, 0, 1, &i), SHOAL_OK);
+    }
+    uint64_t x = 0, sum = 0, want = (uint64_t)np * (uint64_t)(np + 1) / 2;
+    for (int root = 0; root < np; root++) {
+        x = me == root ? 1000u + (uint64_t)root : 0;
+        CHECK_RC(shoal_broadcast(&x, sizeof x, root), SHOAL_OK);
+        CHECK(x == 1000u + (uint64_t)root, "broadcast from rank %d gave %llu", root, (unsigned long long)x);
+        x = (uint64_t)me + 1;
+        sum = 0;
+        CHECK_RC(shoal_reduce(&x, &sum, 1, SHOAL_UINT64, SHOAL_ROP_SUM, root), SHOAL_OK);
+        CHECK(sum == (me == root ? want : 0), "reduce into rank %d gave %llu", root, (unsigned long long)sum);
+    }
+    CHECK_RC(shoal_allreduce(&x, &sum, 1, SHOAL_UINT64, SHOAL_ROP_SUM), SHOAL_OK);
+    CHECK(sum == want, "allreduce gave %llu, expected %llu", (unsigned long long)sum, (unsigned long long)want);
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    if (me == 0)
+        printf("hosts: %s: 100 barriers, broadcasts and reductions from every root\n", getenv("TEST_LAYOUT"));
+}
+
 int main(int argc, char **argv)
 {
     uint64_t early = 0;
     CHECK_RC(shoal_broadcast(&early, sizeof early, 0), SHOAL_ENOTINIT);
     CHECK_RC(shoal_am_register(H_TRY, try_in_handler), SHOAL_OK);
+    CHECK_RC(shoal_am_register(H_LEFT, left_barrier), SHOAL_OK);
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
-    CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch|kinds|finalize");
+    CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch|kinds|finalize|hosts");
     if (!strcmp(argv[1], "bcast"))
         test_bcast();
     else if (!strcmp(argv[1], "misuse"))
@@ -309,6 +378,8 @@ int main(int argc, char **argv)
         test_kinds();
     else if (!strcmp(argv[1], "finalize"))
         test_finalize_mismatch();
+    else if (!strcmp(argv[1], "hosts"))
+        test_hosts();
     else
         CHECK(0, "unknown test %s", argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
