@@ -267,6 +267,16 @@ static void test_mismatch(int empty)
     CHECK(np < 2, "a broadcast of mismatched lengths returned");
 }
 
+static void test_mismatch_lengths(void)
+{
+    test_mismatch(0);
+}
+
+static void test_mismatch_empty(void)
+{
+    test_mismatch(1);
+}
+
 static void test_rmismatch(void)
 {
     uint64_t x[2] = {1, 2}, y[2];
@@ -362,26 +372,12 @@ int main(int argc, char **argv)
     me = shoal_rank();
     np = shoal_size();
     CHECK(argc == 2, "usage: test_coll bcast|reduce|batched|misuse|mismatch|mismatch0|rmismatch|kinds|finalize|hosts");
-    if (!strcmp(argv[1], "bcast"))
-        test_bcast();
-    else if (!strcmp(argv[1], "misuse"))
-        test_misuse();
-    else if (!strcmp(argv[1], "mismatch") || !strcmp(argv[1], "mismatch0"))
-        test_mismatch(!strcmp(argv[1], "mismatch0"));
-    else if (!strcmp(argv[1], "reduce"))
-        test_reduce();
-    else if (!strcmp(argv[1], "batched"))
-        test_batched();
-    else if (!strcmp(argv[1], "rmismatch"))
-        test_rmismatch();
-    else if (!strcmp(argv[1], "kinds"))
-        test_kinds();
-    else if (!strcmp(argv[1], "finalize"))
-        test_finalize_mismatch();
-    else if (!strcmp(argv[1], "hosts"))
-        test_hosts();
-    else
-        CHECK(0, "unknown test %s", argv[1]);
+    static const struct test_case tests[] = {
+        {"bcast", test_bcast},         {"misuse", test_misuse},       {"mismatch", test_mismatch_lengths},
+        {"mismatch0", test_mismatch_empty}, {"reduce", test_reduce},   {"batched", test_batched},
+        {"rmismatch", test_rmismatch}, {"kinds", test_kinds},         {"finalize", test_finalize_mismatch},
+        {"hosts", test_hosts}};
+    TEST_RUN_CASE(tests, argv[1]);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
     return 0;
 }
