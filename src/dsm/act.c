@@ -248,10 +248,18 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     return aux;
 }
 
+/* Timing, as for dsi: the prediction says a read comes next, not after
+ * which of the home's writes.  A home that writes a region several times
+ * before the others read it (Water's owner: its correction, then the next
+ * step's prediction) would push after each and have the pushed copy
+ * invalidated by the next write, so the push waits for the write after
+ * which the last real read request came (push_after); a push invalidated
+ * unread moves that one write later. */
 int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who)
 {
     unsigned type;
-    if (!predicted(node, r, 1, who, COSMOS_GET_RO_REQ, COSMOS_GET_RO_REQ, &type))
+    if ((r->push_after && r->push_writes != r->push_after) ||
+        !predicted(node, r, 1, who, COSMOS_GET_RO_REQ, COSMOS_GET_RO_REQ, &type))
         return 0;
     if (!act_allowed(node, r, SIDE_PUSH)) {
         node->stats.act_throttled[DSM_ACT_PUSH]++;
@@ -273,10 +281,39 @@ uint32_t dsm_act_push_refused(struct dsm_node *node)
     return DSM_ACT_BIT(DSM_ACT_PUSH);
 }
 
-void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, int used)
+/* A pushed copy invalidated unread: the push came a write too early; the
+ * writes before it count again towards the next. */
+static void push_too_early(struct dsm_region *r)
 {
+    r->push_after = (uint16_t)(r->push_writes_then + 1);
+    r->push_writes = (uint16_t)(r->push_writes + r->push_writes_then);
+}
+
+void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m)
+{
+    int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH));
     e->pushed = 0;
-    judged(node, r, SIDE_PUSH, used);
+    judged(node, r, SIDE_PUSH, !unread);
+    if (unread && (m->type == DSM_MSG_INVALIDATE_ACK || m->type == DSM_MSG_INVALIDATE_ACK_DATA))
+        push_too_early(r);
+}
+
+void dsm_act_push_wrote(struct dsm_region *r)
+{
+    if (r->push_writes < UINT16_MAX)
+        r->push_writes++;
+}
+
+void dsm_act_push_sent(struct dsm_region *r)
+{
+    r->push_writes_then = r->push_writes;
+    r->push_writes = 0;
+}
+
+void dsm_act_push_read_req(struct dsm_region *r)
+{
+    r->push_after = r->push_writes;
+    r->push_writes = 0;
 }
 
 void dsm_act_home_note(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)

@@ -54,11 +54,17 @@ int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who);
 /* Remote: an operation starts on a pushed copy never used before. */
 void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r);
 
+/* Home, push's timing: a write of the home's ended; a push went; a read
+ * request came from a rank without a pushed copy. */
+void dsm_act_push_wrote(struct dsm_region *r);
+void dsm_act_push_sent(struct dsm_region *r);
+void dsm_act_push_read_req(struct dsm_region *r);
+
 /* Remote: a push is flushed unread at once (D12); the flush's aux word. */
 uint32_t dsm_act_push_refused(struct dsm_node *node);
 
-/* Home: the pushed copy of entry e ends (used: read or written first, not
- * flushed or invalidated unread, as its leaving message's tag says). */
-void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, int used);
+/* Home: the pushed copy of entry e ends, by m (its ack or flush: its tag
+ * says it was never read) or by its upgrade (m NULL: it was used). */
+void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m);
 
 #endif

@@ -312,7 +312,7 @@ static void dir_set(struct dsm_node *node, struct dsm_region *r, uint32_t who, u
         e = &r->dir[r->ndir++];
         e->node = who;
     } else if (e->pushed) /* an upgrade of a pushed copy: it was used */
-        dsm_act_push_judged(node, r, e, 1);
+        dsm_act_push_judged(node, r, e, NULL);
     e->version = version;
     e->pushed = 0;
 }
@@ -453,6 +453,7 @@ static void home_retry(struct dsm_node *node, struct dsm_region *r)
 static void home_push(struct dsm_node *node, struct dsm_region *r)
 {
     const uint64_t *holders = holders_of(r);
+    int sent = 0;
     if (r->state != DSM_HOME_EXCLUSIVE && r->state != DSM_HOME_SHARED)
         return;
     for (uint32_t who = 0; who < node->nranks; who++) {
@@ -462,7 +463,10 @@ static void home_push(struct dsm_node *node, struct dsm_region *r)
         grant_aux(node, r, DSM_MSG_SHARED_ACK_DATA, who, DSM_ACT_BIT(DSM_ACT_PUSH) | dsm_act_grant_tag(r, who));
         dir_find(r, who)->pushed = 1;
         r->state = DSM_HOME_SHARED;
+        sent = 1;
     }
+    if (sent)
+        dsm_act_push_sent(r);
 }
 
 /* Second phase (§A.4); `released` is HomeIipSpecial's argument: the owner
@@ -526,7 +530,7 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
     if (m->aux || (r->act & DSM_RACT_XREAD_OUT))
         dsm_act_home_note(node, r, m);
     if (e->pushed)
-        dsm_act_push_judged(node, r, e, !(m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)));
+        dsm_act_push_judged(node, r, e, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
     case DSM_MSG_RELEASE: /* acted on only in HomeIipSpecial (Fig. A-21) */
@@ -571,6 +575,11 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
         if (r->act & DSM_RACT_DSI_PENDING)
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
         /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
+        if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+            struct dsm_ptr *e = dir_find(r, m->src);
+            if (!e || !e->pushed) /* not one that crossed a push */
+                dsm_act_push_read_req(r);
+        }
         if (m->type == DSM_MSG_SHARED_REQ && r->state == DSM_HOME_EXCLUSIVE && !r->queue_head &&
             grant_exclusive_read(node, r, m->src, DSM_ACT_RMW))
             return;
@@ -1158,8 +1167,10 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_HOME_EXCLUSIVE_WIP:
         r->state = DSM_HOME_EXCLUSIVE;
         home_retry(node, r);
-        if (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))
+        if (node->act & DSM_ACT_BIT(DSM_ACT_PUSH)) {
+            dsm_act_push_wrote(r);
             home_push(node, r);
+        }
         return;
     case DSM_REMOTE_MODIFIED_WIP:
         remote_op_done(node, r, DSM_REMOTE_MODIFIED, 1);

@@ -191,6 +191,10 @@ struct dsm_region {
     struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
     struct dsm_act_trust push_trust; /* home: producer push's throttle */
     uint8_t pushed;                  /* remote: this copy was pushed and is not read yet */
+    /* home, push's timing (dsm/act.c): its writes since a remote last read
+     * it (asked or pushed), and as many when the last push went; the write
+     * after which remotes read, learnt (0: not yet) */
+    uint16_t push_writes, push_writes_then, push_after;
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */

@@ -437,6 +437,7 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
     h = mix(h, (uint8_t)r->trust.credit | (uint64_t)r->trust.skip << 8 | (uint64_t)(uint8_t)r->push_trust.credit << 16 |
                    (uint64_t)r->push_trust.skip << 24 | (uint64_t)r->pushed << 32);
+    h = mix(h, r->push_writes | (uint64_t)r->push_writes_then << 16 | (uint64_t)r->push_after << 32);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
         dir[i] = (uint64_t)r->dir[i].node << 33 | (uint64_t)r->dir[i].pushed << 32 | r->dir[i].version;
