@@ -119,7 +119,7 @@ def summary(path):
         base = by.get("none")
         bm = statistics.median(x["msgs"] for x in base)
         bt = statistics.median(x["time"] for x in base)
-        for act in ["none"] + NAMES + [ALL]:
+        for act in ["none"] + [a for a in by if a != "none"]:  # in the order they ran
             xs = by.get(act)
             if not xs:
                 continue
@@ -157,8 +157,8 @@ def hand(path):
         if hm is None:
             continue
         rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
-        rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
-                 for a in NAMES + [ALL]]
+        ran = dict.fromkeys(k[3] for k in med if k[:3] == (pre + "water --untuned", tr, n) and k[3] != "none")
+        rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time")) for a in ran]
         for what, xm, xt in rows:
             if xm is None:
                 continue
