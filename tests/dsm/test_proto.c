@@ -1077,6 +1077,44 @@ static void act_push_crossed(void)
     finish(&s);
 }
 
+/* push's timing (act.c's rule alone, as in act_dsi_steady): a home that
+ * writes twice before its reader asks pushes after the second write only;
+ * when the reader then asks after one write the push moves there, and a
+ * push invalidated unread moves it one write later again. */
+static void act_push_timing(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_PUSH);
+    sim_init(&s, 2, 1, 0);
+    struct dsm_node *nd = &s.nodes[0];
+    struct dsm_region *r = sim_region(&s, 0, 0);
+    dsm_act_push_wrote(r);
+    dsm_act_push_wrote(r);
+    dsm_act_push_read_req(r); /* a real request after two writes */
+    unsigned fired = 0;
+    for (unsigned step = 0; step < 3; step++)
+        for (unsigned w = 0; w < 2; w++) {
+            dsm_act_push_wrote(r);
+            if (dsm_act_push(nd, r, 1)) {
+                fired |= 1u << (step * 2 + w);
+                dsm_act_push_sent(r);
+            }
+        }
+    CHECK(fired == 0x2a, "push: fired after writes %#x, expected after every second (0x2a)", fired);
+    dsm_act_push_wrote(r);
+    dsm_act_push_read_req(r); /* the reader asks after one write now */
+    dsm_act_push_wrote(r);
+    CHECK(dsm_act_push(nd, r, 1), "push: did not follow the request after one write");
+    dsm_act_push_sent(r);
+    struct dsm_ptr e = {.node = 1, .pushed = 1};
+    struct dsm_msg m = {.type = DSM_MSG_INVALIDATE_ACK, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_PUSH)};
+    dsm_act_push_judged(nd, r, &e, &m); /* invalidated unread at the next write's start */
+    CHECK(r->push_after == 2 && r->push_writes == 1,
+          "push: a push invalidated unread left push_after %u, push_writes %u (expected 2, 1)", r->push_after,
+          r->push_writes);
+    sim_fini(&s);
+}
+
 /* The throttle (docs/COSMOS.md "Throttling"), on the home's exclusive
  * reads: wasted every time, the action stops after TRUST_MARGIN's worth
  * and then retries less and less often; once a retry is confirmed it fires
@@ -1214,9 +1252,10 @@ static void actions(void)
     act_dsi();
     act_push();
     act_push_crossed();
+    act_push_timing();
     sim_act = 0;
     printf("actions: the throttle, the cap on untried actions, dsi's steady count, rmw, its misprediction, "
-           "migratory, dsi (confirmed and wasted) and push (read, and crossed by its reader's request) passed\n");
+           "migratory, dsi (confirmed and wasted) and push (read, crossed by its reader's request, its timing) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
