@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Cosmos actions measured (docs/COSMOS.md, Actions): each workload with
-no action, with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory and with all three, on shm and
+no action, with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory, push and with all four, on shm and
 on udp (SHOAL_NET_LOCAL=1) at 2 and 4 ranks, interleaved (every action of a
 workload back to back, the whole matrix once per round), SHOAL_CRL_STATS=1
 on every run (its clock reads are in every time alike).  One JSON line per
@@ -9,7 +9,9 @@ run: protocol messages sent (all ranks), operation misses (all ranks), time
 actions' counters and the load average before the run.
 
   bench/cosmos_actions.py BUILD_DIR OUT.jsonl [--rounds 5] [--only SUBSTRING] [--steps N] [--on TR/N]
-      (--steps: the applications' time steps, default 3; --on: one transport and rank count, e.g. udp/2)
+                          [--acts A:B:...]
+      (--steps: the applications' time steps, default 3; --on: one transport and rank count, e.g. udp/2;
+       --acts: these actions only besides none, each a name or "all", e.g. push:all)
   BUILD_DIR may be NAME=DIR,NAME=DIR,...: several builds A/B, each run of the
   matrix back to back in every build; the readers then report each build apart
   (a row's workload is prefixed "NAME: ").
@@ -19,8 +21,9 @@ actions' counters and the load average before the run.
 """
 import json, os, re, statistics, subprocess, sys, time
 
-ALL = "rmw,dsi,migratory"
-ACTIONS = ["", "rmw", "dsi", "migratory", ALL]
+NAMES = ["rmw", "dsi", "migratory", "push"]
+ALL = ",".join(NAMES)
+ACTIONS = [""] + NAMES + [ALL]
 KERNELS = ["pc1", "pcn", "migratory", "counter"]
 APPS = {
     "lu": ["--n=200", "--block=10"],
@@ -72,7 +75,7 @@ def builds_of(arg):
     return [tuple(x.split("=", 1)) for x in arg.split(",")]
 
 
-def measure(builds, out, rounds, only, steps, on):
+def measure(builds, out, rounds, only, steps, on, actions):
     with open(out, "a") as f:
         for rnd in range(rounds):
             for transport in ["shm", "udp"]:
@@ -82,7 +85,7 @@ def measure(builds, out, rounds, only, steps, on):
                     for name, _ in workloads("", steps):
                         if only and only not in name:
                             continue
-                        for act in ACTIONS:
+                        for act in actions:
                             for label, build in builds:
                                 cmd = dict(workloads(build, steps))[name]
                                 r = run(build, cmd, n, transport, act)
@@ -116,7 +119,7 @@ def summary(path):
         base = by.get("none")
         bm = statistics.median(x["msgs"] for x in base)
         bt = statistics.median(x["time"] for x in base)
-        for act in ["none", "rmw", "dsi", "migratory", ALL]:
+        for act in ["none"] + [a for a in by if a != "none"]:  # in the order they ran
             xs = by.get(act)
             if not xs:
                 continue
@@ -154,8 +157,8 @@ def hand(path):
         if hm is None:
             continue
         rows = [("untuned", bm, bt), ("hand-tuned", hm, ht)]
-        rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time"))
-                 for a in ["rmw", "dsi", "migratory", ALL]]
+        ran = dict.fromkeys(k[3] for k in med if k[:3] == (pre + "water --untuned", tr, n) and k[3] != "none")
+        rows += [("untuned + " + a, m("water --untuned", a, "msgs"), m("water --untuned", a, "time")) for a in ran]
         for what, xm, xt in rows:
             if xm is None:
                 continue
@@ -171,7 +174,7 @@ def condensed(path):
     med = {}
     for r in records(path):
         med.setdefault((r["workload"], r["transport"], r["n"]), {}).setdefault(r["act"], []).append(r)
-    acts = ["rmw", "dsi", "migratory", ALL]
+    acts = NAMES + [ALL]
     print("| workload | tr | n | msgs | misses | " + " | ".join("msgs " + a.replace(ALL, "all") for a in acts) +
           " | time | " + " | ".join("time " + a.replace(ALL, "all") for a in acts) + " |")
     print("|---" * (6 + 2 * len(acts)) + "|")
@@ -198,4 +201,7 @@ if __name__ == "__main__":
         only = a[a.index("--only") + 1] if "--only" in a else None
         steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 3
         on = a[a.index("--on") + 1] if "--on" in a else None
-        measure(builds_of(a[0]), a[1], rounds, only, steps, on)
+        actions = ACTIONS
+        if "--acts" in a:
+            actions = [""] + [ALL if x == "all" else x for x in a[a.index("--acts") + 1].split(":")]
+        measure(builds_of(a[0]), a[1], rounds, only, steps, on, actions)

@@ -24,6 +24,9 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
 #define TRUST_LEVELS 6
 #define WASTE_DSI 3
 #define WASTE_XREAD 1
+/* a confirmed push saves a read's request and grant for one push; a wasted
+ * one costs the push and, at the next write, an invalidation and its ack */
+#define WASTE_PUSH 3
 
 /* May the action fire at this chance?  1 also for a suspended action's
  * retry; its result then decides the next back-off. */
@@ -59,7 +62,13 @@ static int untried_allows(struct dsm_act_untried *u)
     return 1;
 }
 
-enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[] */
+enum { SIDE_HOME, SIDE_REMOTE, SIDE_PUSH }; /* node->act_trust[] */
+
+/* The region's own standing for the actions of a side. */
+static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
+{
+    return side == SIDE_PUSH ? &r->push_trust : &r->trust;
+}
 
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
@@ -68,11 +77,12 @@ enum { SIDE_HOME, SIDE_REMOTE }; /* node->act_trust[] */
  * confirmation, by the cap on untried actions. */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
-    if (r->trust.credit > 0)
+    struct dsm_act_trust *t = trust_of(r, side);
+    if (t->credit > 0)
         return 1;
-    if (!trust_allows(&r->trust) || !trust_allows(&node->act_trust[side]))
+    if (!trust_allows(t) || !trust_allows(&node->act_trust[side]))
         return 0;
-    return side == SIDE_HOME || node->act_trust[side].credit > 0 || untried_allows(&node->act_untried);
+    return side != SIDE_REMOTE || node->act_trust[side].credit > 0 || untried_allows(&node->act_untried);
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)
@@ -115,16 +125,17 @@ static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_ac
 /* An action's outcome on r, into its and its rank's standing. */
 static void judged(struct dsm_node *node, struct dsm_region *r, int side, int confirmed)
 {
-    int weight = side == SIDE_HOME ? WASTE_XREAD : WASTE_DSI;
+    static const int weight_of[] = {[SIDE_HOME] = WASTE_XREAD, [SIDE_REMOTE] = WASTE_DSI, [SIDE_PUSH] = WASTE_PUSH};
+    int weight = weight_of[side];
     if (side == SIDE_REMOTE) { /* news: a place in the cap frees, the epoch restarts */
         node->act_untried.out = (uint16_t)(node->act_untried.out - (node->act_untried.out > 0));
         node->act_untried.declined = 0;
     }
     if (confirmed) {
-        trust_confirmed(&r->trust);
+        trust_confirmed(trust_of(r, side));
         trust_confirmed(&node->act_trust[side]);
     } else {
-        trust_wasted(&r->trust, weight);
+        trust_wasted(trust_of(r, side), weight);
         trust_wasted(&node->act_trust[side], weight);
     }
 }
@@ -229,7 +240,80 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     }
     if (flush && (r->act & DSM_RACT_DSI_FLUSHED))
         aux |= DSM_ACT_BIT(DSM_ACT_DSI);
+    if (r->pushed) { /* pushed and never read: wasted */
+        node->stats.act_wasted[DSM_ACT_PUSH]++;
+        r->pushed = 0;
+        aux |= DSM_ACT_BIT(DSM_ACT_PUSH);
+    }
     return aux;
+}
+
+/* Timing, as for dsi: the prediction says a read comes next, not after
+ * which of the home's writes.  A home that writes a region several times
+ * before the others read it (Water's owner: its correction, then the next
+ * step's prediction) would push after each and have the pushed copy
+ * invalidated by the next write, so the push waits for the write after
+ * which the last real read request came (push_after); a push invalidated
+ * unread moves that one write later. */
+int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who)
+{
+    unsigned type;
+    if ((r->push_after && r->push_writes != r->push_after) ||
+        !predicted(node, r, 1, who, COSMOS_GET_RO_REQ, COSMOS_GET_RO_REQ, &type))
+        return 0;
+    if (!act_allowed(node, r, SIDE_PUSH)) {
+        node->stats.act_throttled[DSM_ACT_PUSH]++;
+        return 0;
+    }
+    taken(node, r, DSM_ACT_PUSH, 1, who, type);
+    return 1;
+}
+
+void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r)
+{
+    node->stats.act_confirmed[DSM_ACT_PUSH]++;
+    r->pushed = 0;
+}
+
+uint32_t dsm_act_push_refused(struct dsm_node *node)
+{
+    node->stats.act_wasted[DSM_ACT_PUSH]++;
+    return DSM_ACT_BIT(DSM_ACT_PUSH);
+}
+
+/* A pushed copy invalidated unread: the push came a write too early; the
+ * writes before it count again towards the next. */
+static void push_too_early(struct dsm_region *r)
+{
+    r->push_after = (uint16_t)(r->push_writes_then + 1);
+    r->push_writes = (uint16_t)(r->push_writes + r->push_writes_then);
+}
+
+void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m)
+{
+    int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH));
+    e->pushed = 0;
+    judged(node, r, SIDE_PUSH, !unread);
+    if (unread && (m->type == DSM_MSG_INVALIDATE_ACK || m->type == DSM_MSG_INVALIDATE_ACK_DATA))
+        push_too_early(r);
+}
+
+void dsm_act_push_wrote(struct dsm_region *r)
+{
+    if (r->push_writes < UINT16_MAX)
+        r->push_writes++;
+}
+
+void dsm_act_push_sent(struct dsm_region *r)
+{
+    r->push_writes_then = r->push_writes;
+    r->push_writes = 0;
+}
+
+void dsm_act_push_read_req(struct dsm_region *r)
+{
+    r->push_after = r->push_writes;
+    r->push_writes = 0;
 }
 
 void dsm_act_home_note(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)

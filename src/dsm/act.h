@@ -7,7 +7,8 @@
  * a read that leaves unwritten tags its ack, flush or release with
  * DSM_ACT_RMW's bit; a self-invalidation tags its flush with DSM_ACT_DSI's,
  * and the home's next grant to that rank carries DSM_ACT_DSI's bit when it
- * judged the self-invalidation wasted. */
+ * judged the self-invalidation wasted; a pushed copy that leaves unread
+ * tags its ack or flush with DSM_ACT_PUSH's bit. */
 #ifndef SHOAL_DSM_ACT_H
 #define SHOAL_DSM_ACT_H
 
@@ -44,5 +45,26 @@ uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who);
 /* Home: a request from who (a write, or not), or the home's own start
  * (who = the home), while a self-invalidation waits to be judged. */
 void dsm_act_judge(struct dsm_node *node, struct dsm_region *r, uint32_t who, int write);
+
+/* Home: push the data just written to who, which has no copy, because its
+ * read request is predicted next (DSM_ACT_PUSH)?  The caller has checked
+ * that a read grant to who is legal now. */
+int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who);
+
+/* Remote: an operation starts on a pushed copy never used before. */
+void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r);
+
+/* Home, push's timing: a write of the home's ended; a push went; a read
+ * request came from a rank without a pushed copy. */
+void dsm_act_push_wrote(struct dsm_region *r);
+void dsm_act_push_sent(struct dsm_region *r);
+void dsm_act_push_read_req(struct dsm_region *r);
+
+/* Remote: a push is flushed unread at once (D12); the flush's aux word. */
+uint32_t dsm_act_push_refused(struct dsm_node *node);
+
+/* Home: the pushed copy of entry e ends, by m (its ack or flush: its tag
+ * says it was never read) or by its upgrade (m NULL: it was used). */
+void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m);
 
 #endif

@@ -311,8 +311,10 @@ static void dir_set(struct dsm_node *node, struct dsm_region *r, uint32_t who, u
         }
         e = &r->dir[r->ndir++];
         e->node = who;
-    }
+    } else if (e->pushed) /* an upgrade of a pushed copy: it was used */
+        dsm_act_push_judged(node, r, e, NULL);
     e->version = version;
+    e->pushed = 0;
 }
 
 static void dir_delete(struct dsm_region *r, struct dsm_ptr *e)
@@ -363,14 +365,15 @@ static void begin_invalidate(struct dsm_node *node, struct dsm_region *r, enum d
     r->state = inv == DSM_MSG_RINVALIDATE ? DSM_HOME_IIP_SPECIAL : DSM_HOME_IIP;
 }
 
-static void queue_request(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t src)
+static void queue_request(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t src,
+                          uint32_t version)
 {
     struct dsm_queued *q = malloc(sizeof *q);
     if (!q) {
         dsm_fail(node, r, "out of memory for a blocked request");
         return;
     }
-    *q = (struct dsm_queued){.next = NULL, .type = type, .src = src};
+    *q = (struct dsm_queued){.next = NULL, .type = type, .src = src, .version = version};
     if (r->queue_tail)
         r->queue_tail->next = q;
     else
@@ -382,11 +385,15 @@ static void queue_request(struct dsm_node *node, struct dsm_region *r, enum dsm_
 /* Serves a request now, or returns 0 when it must wait (Tables A-6..A-13
  * "queue message").  A request from a node that still has an entry waits
  * for that entry's late acknowledgement or flush (§A.11, Fig. A-22); an
- * upgrade from HomeShared is the one request whose sender keeps its entry. */
-static int home_try_request(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t src)
+ * upgrade from HomeShared is the one request whose sender keeps its entry,
+ * unless the entry is a push the upgrade was not sent from (`version`: the
+ * request's): one sent before the push came waits for its flush (D12). */
+static int home_try_request(struct dsm_node *node, struct dsm_region *r, enum dsm_msg_type type, uint32_t src,
+                            uint32_t version)
 {
     struct dsm_ptr *e = dir_find(r, src);
-    if (e && !(type == DSM_MSG_MODIFY_REQ && r->state == DSM_HOME_SHARED))
+    if (e && !(type == DSM_MSG_MODIFY_REQ && r->state == DSM_HOME_SHARED &&
+               (!e->pushed || e->version == version)))
         return 0;
     int shared = type == DSM_MSG_SHARED_REQ;
     switch (r->state) {
@@ -427,13 +434,39 @@ static int home_try_request(struct dsm_node *node, struct dsm_region *r, enum ds
  * from the head until the head must wait again (D4). */
 static void home_retry(struct dsm_node *node, struct dsm_region *r)
 {
-    while (r->queue_head && home_try_request(node, r, r->queue_head->type, r->queue_head->src)) {
+    while (r->queue_head &&
+           home_try_request(node, r, r->queue_head->type, r->queue_head->src, r->queue_head->version)) {
         struct dsm_queued *q = r->queue_head;
         r->queue_head = q->next;
         if (!r->queue_head)
             r->queue_tail = NULL;
         free(q);
     }
+}
+
+/* Producer push (DSM_ACT_PUSH, docs/CRL.md D12): after the home's write,
+ * the new data goes as a read grant, unasked, to each rank that may hold a
+ * copy, has none and whose read request is predicted.  At the home it is
+ * the grant a MsgSharedReq from that rank would get now, so it is legal
+ * where that one would be served at once: HomeExclusive or HomeShared, to
+ * a rank without an entry. */
+static void home_push(struct dsm_node *node, struct dsm_region *r)
+{
+    const uint64_t *holders = holders_of(r);
+    int sent = 0;
+    if (r->state != DSM_HOME_EXCLUSIVE && r->state != DSM_HOME_SHARED)
+        return;
+    for (uint32_t who = 0; who < node->nranks; who++) {
+        if (who == node->rank || !(holders[who / 64] >> (who % 64) & 1) || dir_find(r, who) ||
+            !dsm_act_push(node, r, who))
+            continue;
+        grant_aux(node, r, DSM_MSG_SHARED_ACK_DATA, who, DSM_ACT_BIT(DSM_ACT_PUSH) | dsm_act_grant_tag(r, who));
+        dir_find(r, who)->pushed = 1;
+        r->state = DSM_HOME_SHARED;
+        sent = 1;
+    }
+    if (sent)
+        dsm_act_push_sent(r);
 }
 
 /* Second phase (§A.4); `released` is HomeIipSpecial's argument: the owner
@@ -496,6 +529,8 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
     }
     if (m->aux || (r->act & DSM_RACT_XREAD_OUT))
         dsm_act_home_note(node, r, m);
+    if (e->pushed)
+        dsm_act_push_judged(node, r, e, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
     case DSM_MSG_RELEASE: /* acted on only in HomeIipSpecial (Fig. A-21) */
@@ -540,11 +575,16 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
         if (r->act & DSM_RACT_DSI_PENDING)
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
         /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
+        if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+            struct dsm_ptr *e = dir_find(r, m->src);
+            if (!e || !e->pushed) /* not one that crossed a push */
+                dsm_act_push_read_req(r);
+        }
         if (m->type == DSM_MSG_SHARED_REQ && r->state == DSM_HOME_EXCLUSIVE && !r->queue_head &&
             grant_exclusive_read(node, r, m->src, DSM_ACT_RMW))
             return;
-        if (!home_try_request(node, r, m->type, m->src))
-            queue_request(node, r, m->type, m->src);
+        if (!home_try_request(node, r, m->type, m->src, m->version))
+            queue_request(node, r, m->type, m->src, m->version);
         return;
     case DSM_MSG_INVALIDATE_ACK:
     case DSM_MSG_INVALIDATE_ACK_DATA:
@@ -568,7 +608,7 @@ static void drop_copy(struct dsm_node *node, struct dsm_region *r, int flush, in
 {
     enum dsm_msg_type type = flush ? (with_data ? DSM_MSG_FLUSH_DATA : DSM_MSG_FLUSH)
                                    : (with_data ? DSM_MSG_INVALIDATE_ACK_DATA : DSM_MSG_INVALIDATE_ACK);
-    uint32_t aux = r->act ? dsm_act_copy_leaves(node, r, flush) : 0;
+    uint32_t aux = r->act || r->pushed ? dsm_act_copy_leaves(node, r, flush) : 0;
     emit_aux(node, r, type, DSM_RID_HOME(r->rid), r->version, with_data, 0, aux);
     r->released = 0;
     r->state = (uint8_t)next;
@@ -582,10 +622,15 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
     }
     int w = m->type == DSM_MSG_WINVALIDATE;
     if (m->version > r->version) { /* early: overtook its grant (Fig. A-20) */
+        node->stats.early_inv++;
+        if (r->state == DSM_REMOTE_INVALID && (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+            /* overtook a push (D12): the push, not newer now, is flushed when it comes, which the home counts as the ack */
+            r->version = m->version;
+            return;
+        }
         if (r->state != DSM_REMOTE_INVALID_REQ && r->state != DSM_REMOTE_SHARED_REQ)
             protocol_error(node, r, m);
         r->rcvd_inv = 1;
-        node->stats.early_inv++;
         return;
     }
     if (node->act && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ)
@@ -616,7 +661,7 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             return;
         }
         emit_aux(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0,
-                 r->act ? dsm_act_copy_leaves(node, r, 0) : 0); /* §A.10 */
+                 r->act || r->pushed ? dsm_act_copy_leaves(node, r, 0) : 0); /* §A.10 */
         r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
@@ -625,6 +670,40 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
         return;
     }
     protocol_error(node, r, m);
+}
+
+/* A push (D12): taken as a shared copy into RemoteInvalid when newer than
+ * the copy there; otherwise flushed at once, unread, so that the home drops
+ * the entry that blocks this rank's own request (one crossed the push) or
+ * counts the flush as the ack of the invalidation that overtook it.  Only
+ * one push or grant is ever out to a rank, so the early invalidation a
+ * request's wait noted was this push's. */
+static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t dst, dsm_rid_t rid,
+                       uint32_t version, uint32_t aux);
+
+static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
+{
+    if (r && r->state == DSM_REMOTE_INVALID && m->version > r->version) {
+        take_data(r, m);
+        dsm_act_granted(node, r, m->aux);
+        r->version = m->version;
+        r->state = DSM_REMOTE_SHARED;
+        r->pushed = 1;
+        return;
+    }
+    if (r && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ) {
+        protocol_error(node, r, m);
+        return;
+    }
+    if (r && m->version > r->version) {
+        r->version = m->version;
+        r->rcvd_inv = 0;
+    }
+    /* a map in progress: the copy it makes starts at the push's version,
+     * so the invalidation the home may send for it is not taken as early */
+    if (!r && node->ask_rid == m->rid && m->version > node->map_version)
+        node->map_version = m->version;
+    send_about(node, DSM_MSG_FLUSH, m->src, m->rid, m->version, dsm_act_push_refused(node));
 }
 
 static void remote_grant(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
@@ -662,6 +741,11 @@ static void remote_message(struct dsm_node *node, struct dsm_region *r, const st
         remote_invalidate(node, r, m);
         return;
     case DSM_MSG_SHARED_ACK_DATA:
+        if (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)) {
+            remote_pushed(node, r, m);
+            return;
+        }
+        /* fall through */
     case DSM_MSG_EXCLUSIVE_ACK_DATA:
     case DSM_MSG_MODIFY_ACK:
     case DSM_MSG_MODIFY_ACK_DATA:
@@ -711,6 +795,7 @@ static void ask_home(struct dsm_node *node, enum dsm_msg_type type, dsm_rid_t ri
 {
     node->ask_rid = rid;
     node->ask_reply = 0;
+    node->map_version = 0;
     send_about(node, type, DSM_RID_HOME(rid), rid, 0, 0);
 }
 
@@ -854,6 +939,11 @@ static void absent(struct dsm_node *node, const struct dsm_msg *m)
      * flush as its ack. */
     if (m->type == DSM_MSG_RINVALIDATE || m->type == DSM_MSG_WINVALIDATE)
         return;
+    /* a push to a copy the URC evicted or a delete freed (D12) */
+    if (m->type == DSM_MSG_SHARED_ACK_DATA && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+        remote_pushed(node, NULL, m);
+        return;
+    }
     if (dsm_absence(node, m->rid) == DSM_REFUSE_DELETED) { /* late, for a deleted region (D10) */
         node->stats.deleted_dropped++;
         /* a request means the sender uses a deleted region: MsgDelete makes
@@ -887,7 +977,8 @@ void dsm_deliver(struct dsm_node *node, const struct dsm_msg *m)
             answered(node, ack ? DSM_REFUSE_NONE : (enum dsm_refusal)m->aux);
             if (m->type == DSM_MSG_RGN_INFO_ACK) {
                 node->map_size = m->aux;
-                node->map_version = m->version;
+                if (m->version > node->map_version) /* a push may have come first (D12) */
+                    node->map_version = m->version;
             }
         }
         return;
@@ -961,6 +1052,8 @@ enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r)
     note_start(node, r, DSM_CALL_START_READ);
     if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
         dsm_act_judge(node, r, node->rank, 0);
+    if (__builtin_expect(r->pushed, 0))
+        dsm_act_push_used(node, r);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
     case DSM_HOME_SHARED:
@@ -998,6 +1091,8 @@ enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r)
     note_start(node, r, DSM_CALL_START_WRITE);
     if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
         dsm_act_judge(node, r, node->rank, 1);
+    if (__builtin_expect(r->pushed, 0))
+        dsm_act_push_used(node, r);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
         r->state = DSM_HOME_EXCLUSIVE_WIP;
@@ -1072,6 +1167,10 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_HOME_EXCLUSIVE_WIP:
         r->state = DSM_HOME_EXCLUSIVE;
         home_retry(node, r);
+        if (node->act & DSM_ACT_BIT(DSM_ACT_PUSH)) {
+            dsm_act_push_wrote(r);
+            home_push(node, r);
+        }
         return;
     case DSM_REMOTE_MODIFIED_WIP:
         remote_op_done(node, r, DSM_REMOTE_MODIFIED, 1);

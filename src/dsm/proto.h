@@ -130,6 +130,7 @@ struct dsm_msg {
 struct dsm_ptr {
     uint32_t node;
     uint32_t version; /* of the copy granted to that node */
+    uint8_t pushed;   /* the copy was pushed (DSM_ACT_PUSH): its fate not judged yet */
 };
 
 /* A request the home could not serve yet (§A.9). */
@@ -137,6 +138,7 @@ struct dsm_queued {
     struct dsm_queued *next;
     enum dsm_msg_type type;
     uint32_t src;
+    uint32_t version; /* the request's: the copy an upgrade is about */
 };
 
 #define DSM_REGION_MAGIC 0x43524c52u /* "CRLR": tells a region from a stray pointer */
@@ -187,6 +189,12 @@ struct dsm_region {
     uint16_t uses;    /* remote, dsi: operations ended on this copy since its grant */
     uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
     struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
+    struct dsm_act_trust push_trust; /* home: producer push's throttle */
+    uint8_t pushed;                  /* remote: this copy was pushed and is not read yet */
+    /* home, push's timing (dsm/act.c): its writes since a remote last read
+     * it (asked or pushed), and as many when the last push went; the write
+     * after which remotes read, learnt (0: not yet) */
+    uint16_t push_writes, push_writes_then, push_after;
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
@@ -220,6 +228,7 @@ enum dsm_act_kind {
     DSM_ACT_RMW,       /* home: a read answered exclusive when its requester's upgrade is predicted next */
     DSM_ACT_DSI,       /* remote: a copy flushed at its operation's end when an invalidation is predicted */
     DSM_ACT_MIGRATORY, /* home: after recalling a modified copy, the reader gets it exclusive (upgrade predicted) */
+    DSM_ACT_PUSH,      /* home: after its write, the new data goes unasked to a reader whose read is predicted */
     DSM_ACT_KINDS
 };
 #define DSM_ACT_BIT(k) (1u << (k))
@@ -303,8 +312,9 @@ struct dsm_node {
     dsm_predict_fn predict;         /* with act: the predictions the actions follow */
     dsm_assume_fn assume;
     /* the throttle's standing of this rank's exclusive-for-read actions (as
-     * a home) and of its dsi (as a remote), over its regions (dsm/act.c) */
-    struct dsm_act_trust act_trust[2];
+     * a home), of its dsi (as a remote) and of its pushes (as a home), over
+     * its regions (dsm/act.c) */
+    struct dsm_act_trust act_trust[3];
     struct dsm_act_untried act_untried; /* dsi's cap on untried actions (dsm/act.c) */
 };
 

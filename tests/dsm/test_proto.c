@@ -1016,6 +1016,105 @@ static void act_dsi(void)
     finish(&s);
 }
 
+/* Node 1 reads, then the home writes (invalidating node 1's copy) and its
+ * write's end pushes the new data to node 1, whose read is predicted. */
+static void push_after_write(struct sim *s)
+{
+    map_and_request(s, 1, DSM_MSG_SHARED_REQ);
+    sim_arrive(s, DSM_MSG_SHARED_REQ, 1, 0);
+    granted_op(s, 1, DSM_MSG_SHARED_ACK_DATA);
+    sim_step(s, 0); /* start write */
+    sim_arrive(s, DSM_MSG_WINVALIDATE, 0, 1);
+    sim_arrive(s, DSM_MSG_INVALIDATE_ACK, 1, 0);
+    sim_step(s, 0); /* the write starts */
+    sim_step(s, 0); /* end write: the push */
+    int i = sim_find_flight(s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    CHECK(i >= 0 && s->flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_PUSH) && s->nodes[0].stats.act_taken[DSM_ACT_PUSH] == 1,
+          "push: no tagged push at the home's write's end");
+}
+
+/* push: node 1's next read hits the pushed copy (confirmed, and the home
+ * judges it so when the copy leaves). */
+static void act_push(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_PUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 2});
+    push_after_write(&s);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    sim_step(&s, 1); /* start read: a hit */
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_SHARED_RIP && s.nflight == 0 && sim_value(r) == 1,
+          "push: node 1's read after the push was not a hit on the new data");
+    CHECK(s.nodes[1].stats.act_confirmed[DSM_ACT_PUSH] == 1, "push: the read did not confirm it");
+    sim_step(&s, 1); /* end read */
+    dsm_flush(&s.nodes[1], r);
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(s.nodes[0].act_trust[2].credit == 1, "push: the home did not judge the read copy confirmed");
+    finish(&s);
+}
+
+/* push crossing the reader's own request: the home queues the request
+ * behind the pushed entry; the reader flushes the push unread, which frees
+ * the request, and the home judges the push wasted. */
+static void act_push_crossed(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_PUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 2});
+    push_after_write(&s);
+    sim_step(&s, 1); /* start read: the request crosses the push */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    CHECK(s.nodes[0].stats.queued == 1, "push: the crossing request was not queued behind the pushed entry");
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_PUSH) && s.nodes[1].stats.act_wasted[DSM_ACT_PUSH] == 1,
+          "push: the crossing push was not flushed unread");
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(s.nodes[0].act_trust[2].credit < 0, "push: the home did not judge the crossed push wasted");
+    granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
+    CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "push: node 1 read an old value");
+    finish(&s);
+}
+
+/* push's timing (act.c's rule alone, as in act_dsi_steady): a home that
+ * writes twice before its reader asks pushes after the second write only;
+ * when the reader then asks after one write the push moves there, and a
+ * push invalidated unread moves it one write later again. */
+static void act_push_timing(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_PUSH);
+    sim_init(&s, 2, 1, 0);
+    struct dsm_node *nd = &s.nodes[0];
+    struct dsm_region *r = sim_region(&s, 0, 0);
+    dsm_act_push_wrote(r);
+    dsm_act_push_wrote(r);
+    dsm_act_push_read_req(r); /* a real request after two writes */
+    unsigned fired = 0;
+    for (unsigned step = 0; step < 3; step++)
+        for (unsigned w = 0; w < 2; w++) {
+            dsm_act_push_wrote(r);
+            if (dsm_act_push(nd, r, 1)) {
+                fired |= 1u << (step * 2 + w);
+                dsm_act_push_sent(r);
+            }
+        }
+    CHECK(fired == 0x2a, "push: fired after writes %#x, expected after every second (0x2a)", fired);
+    dsm_act_push_wrote(r);
+    dsm_act_push_read_req(r); /* the reader asks after one write now */
+    dsm_act_push_wrote(r);
+    CHECK(dsm_act_push(nd, r, 1), "push: did not follow the request after one write");
+    dsm_act_push_sent(r);
+    struct dsm_ptr e = {.node = 1, .pushed = 1};
+    struct dsm_msg m = {.type = DSM_MSG_INVALIDATE_ACK, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_PUSH)};
+    dsm_act_push_judged(nd, r, &e, &m); /* invalidated unread at the next write's start */
+    CHECK(r->push_after == 2 && r->push_writes == 1,
+          "push: a push invalidated unread left push_after %u, push_writes %u (expected 2, 1)", r->push_after,
+          r->push_writes);
+    sim_fini(&s);
+}
+
 /* The throttle (docs/COSMOS.md "Throttling"), on the home's exclusive
  * reads: wasted every time, the action stops after TRUST_MARGIN's worth
  * and then retries less and less often; once a retry is confirmed it fires
@@ -1151,8 +1250,12 @@ static void actions(void)
     act_rmw_wasted();
     act_migratory();
     act_dsi();
+    act_push();
+    act_push_crossed();
+    act_push_timing();
     sim_act = 0;
-    printf("actions: the throttle, the cap on untried actions, dsi's steady count, rmw, its misprediction, migratory and dsi (confirmed and wasted) passed\n");
+    printf("actions: the throttle, the cap on untried actions, dsi's steady count, rmw, its misprediction, "
+           "migratory, dsi (confirmed and wasted) and push (read, crossed by its reader's request, its timing) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
@@ -1236,7 +1339,7 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2 || argc == 3, "usage: test_proto <test> [actions, as SHOAL_COSMOS_ACT]");
     int act = argc == 3 ? util_cosmos_act_mask(argv[2]) : 0;
-    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory)", argv[2]);
+    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push)", argv[2]);
     sim_act = (unsigned)act;
     static const struct {
         const char *name;
