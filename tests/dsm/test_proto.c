@@ -1341,10 +1341,7 @@ int main(int argc, char **argv)
     int act = argc == 3 ? util_cosmos_act_mask(argv[2]) : 0;
     CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push)", argv[2]);
     sim_act = (unsigned)act;
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
+    static const struct test_case tests[] = {
         {"transitions", transitions},
         {"reorder", reorder},
         {"explore_fifo", explore_fifo},
@@ -1358,11 +1355,6 @@ int main(int argc, char **argv)
         {"random", random_schedules},
         {"actions", actions},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (!strcmp(argv[1], tests[i].name)) {
-            tests[i].fn();
-            return 0;
-        }
-    CHECK(0, "unknown test %s", argv[1]);
-    return 1;
+    TEST_RUN_CASE(tests, argv[1]);
+    return 0;
 }
