@@ -255,6 +255,8 @@ static unsigned am_poll_all(int replies_only)
     if (UTIL_UNLIKELY(am.shm->lanes) && !replies_only &&
         atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
         done += am_poll_lanes();
+    if (UTIL_UNLIKELY(atomic_load_explicit(&am_defer_queued, memory_order_relaxed)) && !replies_only)
+        done += am_defer_drain();
     return done;
 }
 
@@ -443,6 +445,8 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
 {
     if (flags & SHOAL_IMMEDIATE)
         return SHOAL_EAGAIN;
+    if (cls == AM_REQ && am.depth > 0)
+        return AM_DEFER; /* a handler never waits (defer.c) */
     am.stats.send_stalls++;
     struct util_backoff b;
     util_backoff_init(&b);
@@ -493,8 +497,8 @@ am_msg_fill(struct ring_slot *slot, size_t payload_at, int dest, unsigned handle
 }
 
 static inline __attribute__((always_inline)) int
-am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
-        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+am_send_ring(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+             const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
     hang_event(HANG_EV_SENT, cls, dest, handler, 0);
     if (UTIL_UNLIKELY(am.remote != NULL) && am.remote[dest])
@@ -511,7 +515,7 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         if (rc) {
             if (mt)
                 am_mt_unlock(mt);
-            return rc;
+            return rc == AM_DEFER ? am_defer_add(dest, handler, kind, src, nbytes, seg, offset, nargs, args) : rc;
         }
     }
     ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, kind, src, nbytes, seg, offset, nargs, args));
@@ -521,6 +525,25 @@ am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_k
         am_progress_ring(dest, flags & SHOAL_MORE);
     am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
+}
+
+/* Every send: a request goes behind any request deferred to dest. */
+static inline __attribute__((always_inline)) int
+am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    if (UTIL_UNLIKELY(atomic_load_explicit(&am_defer_queued, memory_order_relaxed)) && cls == AM_REQ) {
+        int rc = am_defer_first(dest, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+        if (rc != AM_SEND_NOW)
+            return rc;
+    }
+    return am_send_ring(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+}
+
+int am_send_now(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    return am_send_ring(dest, AM_REQ, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
 }
 
 #define AM_SEND_FLAGS (SHOAL_IMMEDIATE | SHOAL_MORE)
@@ -560,7 +583,8 @@ static int am_check_request(int dest, unsigned handler, unsigned flags, unsigned
                             const char *call)
 {
     am_thread_note(call);
-    if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE))
+    /* a request handler may send requests: one that finds no room is deferred */
+    if (UTIL_UNLIKELY(am.ctx == AM_CTX_REPLY))
         return am_rule_violation(call);
     int rc = am_check_common(dest, handler, flags, nargs, args);
     if (UTIL_UNLIKELY(rc))
@@ -647,7 +671,7 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
                     uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
     if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || (am.remote && am.remote[dest]) ||
-        am_lock_mine())
+        atomic_load_explicit(&am_defer_queued, memory_order_relaxed) || am_lock_mine())
         return AM_TAKE_LOCK;
     if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
                           : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))
@@ -713,6 +737,8 @@ static int am_bcast(unsigned handler, unsigned flags, enum am_kind kind, const v
                     unsigned nargs, const uint64_t *args, const char *call)
 {
     AM_GUARD();
+    if (UTIL_UNLIKELY(am.ctx != AM_CTX_NONE)) /* a broadcast packet would wait for every rank's credits */
+        return am_rule_violation(call);
     int rc = am_check_request(am.rank, handler, flags, nargs, args, call);
     if (!rc && kind == AM_MEDIUM)
         rc = am_check_medium(src, nbytes);
@@ -914,6 +940,7 @@ void am_fini(void)
     hang_fini();
     am_seg_fini();
     am_large_fini();
+    am_defer_fini();
     free(am_mt);
     am_mt = NULL;
     free(am_lane_told);

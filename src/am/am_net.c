@@ -126,8 +126,10 @@ int am_net_send(int dest, enum am_class cls, unsigned handler, unsigned flags, e
                            .seg = seg, .total = (uint32_t)nbytes, .offset = offset};
     /* SHOAL_IMMEDIATE is all or nothing: room for every fragment now, or
      * SHOAL_EAGAIN with nothing sent (a caller in a handler never waits) */
-    if ((flags & SHOAL_IMMEDIATE) && am.tp->room(dest, (enum tp_channel)cls) < am_net_fragments(&h, nbytes))
-        return SHOAL_EAGAIN;
+    if ((flags & SHOAL_IMMEDIATE || (cls == AM_REQ && am.depth > 0)) &&
+        am.tp->room(dest, (enum tp_channel)cls) < am_net_fragments(&h, nbytes))
+        return flags & SHOAL_IMMEDIATE ? SHOAL_EAGAIN /* a handler never waits for credits (defer.c) */
+                                       : am_defer_add(dest, handler, kind, src, nbytes, seg, offset, nargs, args);
     size_t done = 0;
     am.pinned++; /* another thread's message must not come between the fragments */
     do {
@@ -369,7 +371,8 @@ void am_quiet_state(struct am_quiet *q)
     q->sent = am.stats.am_sent[AM_REQ] + am.stats.am_sent[AM_REP];
     q->run = am.stats.am_received[AM_REQ] + am.stats.am_received[AM_REP] - an.bcasts_run;
     q->dropped = am.stats.dropped;
-    q->unsettled = am.tp && !am.tp->settled();
+    /* deferred requests count as sent when they leave: until then, unsettled */
+    q->unsettled = (am.tp && !am.tp->settled()) || atomic_load_explicit(&am_defer_queued, memory_order_relaxed);
 }
 
 /* ---- start-up ----------------------------------------------------------- */

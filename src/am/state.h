@@ -107,4 +107,24 @@ void am_large_fini(void);
 struct hang_wait;
 int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
 
+/* Requests a handler could not send for want of room (defer.c). */
+#define AM_DEFER_MAX_BYTES (64ull << 20) /* their copies, per rank: beyond it, an abort naming the ranks */
+#define AM_SEND_NOW 1                     /* am_defer_first: nothing queued ahead, send it */
+#define AM_DEFER 2                        /* am_wait_for_room: a handler found no room, defer it */
+extern _Atomic unsigned am_defer_queued;  /* requests deferred, in all queues */
+/* Copies a request to dest into dest's queue (aborts past AM_DEFER_MAX_BYTES). */
+int am_defer_add(int dest, unsigned handler, enum am_kind kind, const void *src, size_t nbytes, uint32_t seg,
+                 uint64_t offset, unsigned nargs, const uint64_t *args);
+/* A request to dest while some request is deferred: AM_SEND_NOW once none
+ * is queued for dest (outside a handler it sends them first, waiting if it
+ * must), else SHOAL_EAGAIN (SHOAL_IMMEDIATE) or the request is queued. */
+int am_defer_first(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                   uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args);
+/* Sends what fits of the queues, outside handlers (every poll); how many. */
+unsigned am_defer_drain(void);
+void am_defer_fini(void);
+/* A request sent now or never (its flags SHOAL_IMMEDIATE): the queues' way out. */
+int am_send_now(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
+                uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args);
+
 #endif

@@ -14,6 +14,7 @@
 enum {
     H_SHORT_REQ = 1, H_SHORT_REP, H_MED_REQ, H_MED_REP, H_LONG_REQ, H_LONG_REP,
     H_RULES_REQ, H_RULES_REP, H_COUNT, H_STORM_REQ, H_STORM_REP, H_IN_ORDER,
+    H_DEFER_KICK, H_DEFER_FAN, H_DEFER_ACK, H_DEFER_FLOOD, H_NOP,
 };
 
 static int me, np;
@@ -196,13 +197,21 @@ static void rules_req(shoal_token_t t, void *buf, size_t n, const uint64_t *a, u
     }
     CHECK(shoal_token_source(first_rules_token) == -1, "a token from an earlier handler still names a source");
     CHECK_RC(shoal_am_reply_short(first_rules_token, H_RULES_REP, 0, shoal_noargs), SHOAL_EHANDLER);
-    CHECK_RC(shoal_am_request_short(shoal_token_source(t), H_COUNT, 0, shoal_noargs), SHOAL_EHANDLER);
+    /* a request is allowed (deferred if there is no room), a broadcast not */
+    CHECK_RC(shoal_am_request_short(shoal_token_source(t), H_NOP, 0, shoal_noargs), SHOAL_OK);
+    CHECK_RC(shoal_am_bcast_short(H_NOP, 0, shoal_noargs), SHOAL_EHANDLER);
     CHECK_RC(shoal_poll(), SHOAL_EHANDLER);
     CHECK_RC(shoal_barrier(), SHOAL_EHANDLER);
     uint64_t v = 0;
     CHECK_RC(shoal_wait_until(&v, 1), SHOAL_EHANDLER);
     CHECK_RC(shoal_am_reply_short(t, H_RULES_REP, 0, shoal_noargs), SHOAL_OK);
     CHECK_RC(shoal_am_reply_short(t, H_RULES_REP, 0, shoal_noargs), SHOAL_EHANDLER); /* second reply */
+}
+
+/* counts nothing: a message that may arrive during a later test */
+static void nop_handler(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)buf; (void)n; (void)a; (void)na;
 }
 
 static shoal_token_t saved_token;
@@ -427,6 +436,97 @@ static void test_barrier(int iters)
     }
 }
 
+/* ---- defer: handlers send more requests than the rings hold ----------
+ * Every rank kicks every other; the kick's handler sends DEFER_N medium
+ * requests back, each of whose handlers sends one request back again:
+ * handlers on both sides of a pair flood each other, which a handler
+ * waiting for room would nest or deadlock on.  Every request must run
+ * once, in order per pair (its sequence number). */
+#define DEFER_N 3000u
+#define DEFER_BYTES 1500u
+static uint64_t *fan_next, *ack_next; /* [np]: the sequence number expected next from each rank */
+static volatile uint64_t defer_fans, defer_acks;
+
+static void defer_kick(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    int src = shoal_token_source(t);
+    unsigned char msg[DEFER_BYTES];
+    for (uint64_t i = 0; i < DEFER_N; i++) {
+        fill(msg, sizeof msg, i + (uint64_t)me);
+        CHECK_RC(shoal_am_request_medium(src, H_DEFER_FAN, 0, msg, sizeof msg, shoal_args(i)), SHOAL_OK);
+    }
+}
+
+static void defer_fan(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    int src = shoal_token_source(t);
+    CHECK(na == 1 && n == DEFER_BYTES, "fan from %d: %u args, %zu bytes", src, na, n);
+    CHECK(a[0] == fan_next[src], "fan from rank %d out of order: %llu, expected %llu", src,
+          (unsigned long long)a[0], (unsigned long long)fan_next[src]);
+    expect(buf, n, a[0] + (uint64_t)src, "fan payload");
+    fan_next[src]++;
+    defer_fans++;
+    CHECK_RC(shoal_am_request_short(src, H_DEFER_ACK, 0, shoal_args(a[0])), SHOAL_OK);
+}
+
+static void defer_ack(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n;
+    int src = shoal_token_source(t);
+    CHECK(na == 1 && a[0] == ack_next[src], "ack from rank %d out of order: %llu, expected %llu", src,
+          na ? (unsigned long long)a[0] : 0ull, (unsigned long long)ack_next[src]);
+    ack_next[src]++;
+    defer_acks++;
+}
+
+static void test_defer(void)
+{
+    for (int d = 0; d < np; d++)
+        if (d != me)
+            CHECK_RC(shoal_am_request_short(d, H_DEFER_KICK, 0, shoal_noargs), SHOAL_OK);
+    uint64_t want = (uint64_t)(np - 1) * DEFER_N;
+    double t0 = test_now();
+    while (defer_fans < want || defer_acks < want) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, 60, "deferred requests");
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK);
+    CHECK(defer_fans == want && defer_acks == want, "%llu fans and %llu acks, expected %llu each",
+          (unsigned long long)defer_fans, (unsigned long long)defer_acks, (unsigned long long)want);
+    /* the handlers' sends found rings full and were deferred: this test
+     * tested the deferral (DEFER_N * DEFER_BYTES is beyond every ring and window) */
+    struct shoal_stats st;
+    CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
+    CHECK(np == 1 || st.send_stalls > 0, "no send found a ring full: nothing was deferred");
+}
+
+/* ---- defer_limit: a handler floods a rank that never polls: past the
+ * deferred queue's bound, an abort naming both ranks ---------------------- */
+static void defer_flood(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)buf; (void)n; (void)a; (void)na;
+    size_t max = shoal_am_max_medium();
+    char *msg = calloc(1, max);
+    CHECK(msg, "oom");
+    for (unsigned i = 0; i < (128u << 20) / max + 1; i++) /* twice the bound */
+        CHECK_RC(shoal_am_request_medium(1, H_COUNT, 0, msg, max, shoal_noargs), SHOAL_OK);
+    free(msg);
+    CHECK(0, "128 MiB deferred to a rank that does not poll, and no abort");
+}
+
+static void test_defer_limit(void)
+{
+    CHECK(np == 2, "defer_limit runs on 2 ranks");
+    if (me == 1) {
+        sleep(60); /* never polls: rank 0's abort ends the job first */
+        CHECK(0, "rank 0 did not abort");
+    }
+    CHECK_RC(shoal_am_request_short(0, H_DEFER_FLOOD, 0, shoal_noargs), SHOAL_OK);
+    for (;;)
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+}
+
 int main(int argc, char **argv)
 {
     const char *test = argc > 1 ? argv[1] : "all";
@@ -446,9 +546,18 @@ int main(int argc, char **argv)
     shoal_am_register(H_STORM_REQ, storm_req);
     shoal_am_register(H_STORM_REP, storm_rep);
     shoal_am_register(H_IN_ORDER, in_order_handler);
+    shoal_am_register(H_DEFER_KICK, defer_kick);
+    shoal_am_register(H_DEFER_FAN, defer_fan);
+    shoal_am_register(H_DEFER_ACK, defer_ack);
+    shoal_am_register(H_DEFER_FLOOD, defer_flood);
+    shoal_am_register(H_NOP, nop_handler);
     CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
     me = shoal_rank();
     np = shoal_size();
+    /* before the first barrier: a peer's kick may run inside it */
+    fan_next = calloc((size_t)np, sizeof *fan_next);
+    ack_next = calloc((size_t)np, sizeof *ack_next);
+    CHECK(fan_next && ack_next, "oom");
     CHECK_RC(shoal_seg_create(4u << 20, &seg), SHOAL_OK);
     void *base;
     CHECK_RC(shoal_seg_local(seg, &base, &seg_bytes), SHOAL_OK);
@@ -477,8 +586,14 @@ int main(int argc, char **argv)
         test_immediate();
     if (!strcmp(test, "more"))
         test_more();
+    if (!strcmp(test, "defer"))
+        test_defer();
+    if (!strcmp(test, "defer_limit"))
+        test_defer_limit();
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
+    free(fan_next);
+    free(ack_next);
     CHECK_RC(shoal_poll(), SHOAL_ENOTINIT);
     CHECK_RC(shoal_am_request_short(0, H_COUNT, 0, shoal_noargs), SHOAL_ENOTINIT);
     CHECK(shoal_am_max_medium() == 0, "medium limit after finalize");
