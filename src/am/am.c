@@ -226,6 +226,8 @@ static void am_thread_leave(long prev)
     atomic_store_explicit(&am_inside, prev, memory_order_release);
 }
 
+_Atomic unsigned am_extra;
+
 /* The lanes of threads at SHOAL_THREAD_MULTIPLE, once some peer used one. */
 static __attribute__((noinline)) unsigned am_poll_lanes(void)
 {
@@ -237,10 +239,23 @@ static __attribute__((noinline)) unsigned am_poll_lanes(void)
     return done;
 }
 
+/* What a poll does beyond the rings when am_extra says so. */
+static inline unsigned am_poll_extra(unsigned extra, int replies_only)
+{
+    unsigned done = 0;
+    if (extra & AM_EXTRA_BELLS)
+        am_progress_ring_owed();
+    if (replies_only)
+        return 0;
+    if ((extra & AM_EXTRA_LANES) && atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
+        done += am_poll_lanes();
+    if (extra & AM_EXTRA_DEFER)
+        done += am_defer_drain();
+    return done;
+}
+
 static unsigned am_poll_all(int replies_only)
 {
-    if (UTIL_UNLIKELY(atomic_load_explicit(&am_bells_owed, memory_order_relaxed)))
-        am_progress_ring_owed();
     unsigned done = am.tp ? am.tp->poll(replies_only) : 0;
     if (am.quiescent)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
@@ -252,11 +267,9 @@ static unsigned am_poll_all(int replies_only)
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
     }
-    if (UTIL_UNLIKELY(am.shm->lanes) && !replies_only &&
-        atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
-        done += am_poll_lanes();
-    if (UTIL_UNLIKELY(atomic_load_explicit(&am_defer_queued, memory_order_relaxed)) && !replies_only)
-        done += am_defer_drain();
+    unsigned extra = am_extra_now() & AM_EXTRA_POLL;
+    if (UTIL_UNLIKELY(extra))
+        done += am_poll_extra(extra, replies_only);
     return done;
 }
 
@@ -317,6 +330,7 @@ static _Thread_local int am_lane_tls __attribute__((tls_model("initial-exec")));
 void am_send_multiple(int on)
 {
     am_mt_on = on;
+    am_extra_set(AM_EXTRA_MULTIPLE, on);
 }
 
 static void am_mt_lock(struct am_mt_ring *r)
@@ -497,7 +511,7 @@ am_msg_fill(struct ring_slot *slot, size_t payload_at, int dest, unsigned handle
 }
 
 static inline __attribute__((always_inline)) int
-am_send_ring(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
              const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
     hang_event(HANG_EV_SENT, cls, dest, handler, 0);
@@ -507,8 +521,8 @@ am_send_ring(int dest, enum am_class cls, unsigned handler, unsigned flags, enum
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
     struct am_mt_ring *mt = NULL;
     struct am_sent_count *unused;
-    struct ring_tx *tx = UTIL_UNLIKELY(am_mt_on) && cls == AM_REQ ? am_mt_tx(dest, handler, &mt, &unused)
-                                                                   : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
+    struct ring_tx *tx = multiple && cls == AM_REQ ? am_mt_tx(dest, handler, &mt, &unused)
+                                                    : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
         int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
@@ -527,23 +541,35 @@ am_send_ring(int dest, enum am_class cls, unsigned handler, unsigned flags, enum
     return SHOAL_OK;
 }
 
-/* Every send: a request goes behind any request deferred to dest. */
-static inline __attribute__((always_inline)) int
-am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
-        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+/* A send when am_extra says more than a plain send is to be done: a
+ * request goes behind any request deferred to dest; at MULTIPLE a request
+ * takes the calling thread's lane. */
+static __attribute__((noinline)) int
+am_send_extra(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind, const void *src,
+              size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
-    if (UTIL_UNLIKELY(atomic_load_explicit(&am_defer_queued, memory_order_relaxed)) && cls == AM_REQ) {
+    if ((am_extra_now() & AM_EXTRA_DEFER) && cls == AM_REQ) {
         int rc = am_defer_first(dest, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
         if (rc != AM_SEND_NOW)
             return rc;
     }
-    return am_send_ring(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+    return am_send_ring(am_mt_on, dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+}
+
+/* Every send. */
+static inline __attribute__((always_inline)) int
+am_send(int dest, enum am_class cls, unsigned handler, unsigned flags, enum am_kind kind,
+        const void *src, size_t nbytes, uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
+{
+    if (UTIL_UNLIKELY(am_extra_now() & AM_EXTRA_SEND))
+        return am_send_extra(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+    return am_send_ring(0, dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
 }
 
 int am_send_now(int dest, unsigned handler, unsigned flags, enum am_kind kind, const void *src, size_t nbytes,
                 uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
-    return am_send_ring(dest, AM_REQ, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
+    return am_send_ring(am_mt_on, dest, AM_REQ, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
 }
 
 #define AM_SEND_FLAGS (SHOAL_IMMEDIATE | SHOAL_MORE)
@@ -922,6 +948,7 @@ int am_init(int rank, int nranks, int level)
     memset(am_lane_count, 0, sizeof am_lane_count);
     atomic_store(&am_lanes_free, (1u << SHM_LANES) - 1);
     pthread_once(&am_lane_once, am_lane_key_init);
+    am_extra_set(AM_EXTRA_LANES, shm->lanes != 0);
     am_large_init();
     return SHOAL_OK;
 }
@@ -946,6 +973,7 @@ void am_fini(void)
     free(am_lane_told);
     am_lane_told = NULL;
     am_mt_on = 0;
+    atomic_store(&am_extra, 0);
     am.rank = -1;
     am.nranks = 0; /* the send check relies on it: no destination is valid */
     if (am.shm)

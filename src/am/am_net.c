@@ -192,7 +192,7 @@ int am_net_send_all(unsigned handler, unsigned flags, enum am_kind kind, const v
 
 void am_flush(void)
 {
-    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+    if (am_extra_now() & AM_EXTRA_BELLS)
         am_progress_ring_owed();
     if (am.tp)
         am.tp->flush();

@@ -34,9 +34,9 @@ static int am_defer_draining;            /* a drain is sending (its sends must n
 
 static void am_defer_count(int delta)
 {
-    atomic_store_explicit(&am_defer_queued,
-                          atomic_load_explicit(&am_defer_queued, memory_order_relaxed) + (unsigned)delta,
-                          memory_order_relaxed);
+    unsigned n = atomic_load_explicit(&am_defer_queued, memory_order_relaxed) + (unsigned)delta;
+    atomic_store_explicit(&am_defer_queued, n, memory_order_relaxed);
+    am_extra_set(AM_EXTRA_DEFER, n != 0);
 }
 
 int am_defer_add(int dest, unsigned handler, enum am_kind kind, const void *src, size_t nbytes, uint32_t seg,
@@ -139,4 +139,5 @@ void am_defer_fini(void)
     am_defer_q = NULL;
     am_defer_bytes = 0;
     atomic_store(&am_defer_queued, 0);
+    am_extra_set(AM_EXTRA_DEFER, 0);
 }

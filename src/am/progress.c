@@ -45,7 +45,6 @@ static unsigned am_disabled; /* shoal_handlers_disable nesting */
 static _Atomic unsigned am_lock_waiters; /* application threads spinning for the lock */
 static uintptr_t am_main_self;           /* the thread that called shoal_init */
 static _Atomic uintptr_t am_prog_self;   /* the progress thread */
-_Atomic int am_bells_owed;
 
 /* The progress thread sleeps this long when the application is inside
  * shoal (it runs handlers itself then), doubling up to the cap. */
@@ -142,7 +141,7 @@ void am_lock_leave(void)
         return;
     /* a burst ends with the call (or the handler batch) that sent it: on
      * shm its messages are in the rings, and their receivers must wake */
-    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+    if (am_extra_now() & AM_EXTRA_BELLS)
         am_progress_ring_owed();
     atomic_store_explicit(&am_lock_owner, 0, memory_order_release);
 }
@@ -269,7 +268,7 @@ static void am_ring(int dest)
 
 void am_progress_ring_owed(void)
 {
-    atomic_store_explicit(&am_bells_owed, 0, memory_order_relaxed);
+    am_extra_set(AM_EXTRA_BELLS, 0);
     for (int w = 0; w < (am.nranks + 63) / 64; w++)
         for (uint64_t bits = atomic_exchange_explicit(&am_owed[w], 0, memory_order_relaxed); bits;
              bits &= bits - 1)
@@ -283,11 +282,11 @@ void am_progress_ring(int dest, unsigned more)
 {
     if (more) {
         atomic_fetch_or_explicit(&am_owed[dest / 64], 1ull << (dest % 64), memory_order_relaxed);
-        atomic_store_explicit(&am_bells_owed, 1, memory_order_relaxed);
+        am_extra_set(AM_EXTRA_BELLS, 1);
         return;
     }
     am_ring(dest);
-    if (atomic_load_explicit(&am_bells_owed, memory_order_relaxed))
+    if (am_extra_now() & AM_EXTRA_BELLS)
         am_progress_ring_owed();
 }
 

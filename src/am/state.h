@@ -84,9 +84,31 @@ int am_wait_unlocked(struct util_backoff *b, int progressed);
  * poll, am_flush or the end of the public call (or of the progress
  * thread's batch of handlers) rings every bell a burst left owed. */
 void am_progress_ring(int dest, unsigned more);
-/* Some bell is owed (read on every poll, so a plain flag). */
-extern _Atomic int am_bells_owed;
 void am_progress_ring_owed(void);
+
+/* What the hot paths must do beyond a plain send and poll, in one word,
+ * so that a process doing none of it pays one load and branch per send
+ * and per poll for all of it (the flood rate notices each one). */
+#define AM_EXTRA_MULTIPLE 1u /* SHOAL_THREAD_MULTIPLE: requests take the lanes' path */
+#define AM_EXTRA_DEFER 2u    /* some request is deferred (defer.c) */
+#define AM_EXTRA_BELLS 4u    /* some doorbell is owed (progress.c) */
+#define AM_EXTRA_LANES 8u    /* this rank's inbox has lanes to poll */
+#define AM_EXTRA_SEND (AM_EXTRA_MULTIPLE | AM_EXTRA_DEFER)
+#define AM_EXTRA_POLL (AM_EXTRA_DEFER | AM_EXTRA_BELLS | AM_EXTRA_LANES)
+extern _Atomic unsigned am_extra;
+
+static inline unsigned am_extra_now(void)
+{
+    return atomic_load_explicit(&am_extra, memory_order_relaxed);
+}
+
+static inline void am_extra_set(unsigned bit, int on)
+{
+    if (!on)
+        atomic_fetch_and_explicit(&am_extra, ~bit, memory_order_relaxed);
+    else if (!(am_extra_now() & bit))
+        atomic_fetch_or_explicit(&am_extra, bit, memory_order_relaxed);
+}
 
 /* Runs handler h for a message from src (its table entry is checked). */
 void am_run_handler(int src, enum am_class cls, unsigned h, unsigned nargs, const uint64_t *args, void *buf,
