@@ -697,7 +697,7 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
                     uint32_t seg, uint64_t offset, unsigned nargs, const uint64_t *args)
 {
     if (am_check_common(dest, handler, flags, nargs, args) != SHOAL_OK || (am.remote && am.remote[dest]) ||
-        atomic_load_explicit(&am_defer_queued, memory_order_relaxed) || am_lock_mine())
+        (am_extra_now() & AM_EXTRA_DEFER) || am_lock_mine())
         return AM_TAKE_LOCK;
     if (kind == AM_MEDIUM ? am_check_medium(src, nbytes) != SHOAL_OK
                           : kind == AM_LONG && am_check_long_payload(dest, (shoal_seg_t)seg, offset, src, nbytes))

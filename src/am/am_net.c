@@ -372,7 +372,7 @@ void am_quiet_state(struct am_quiet *q)
     q->run = am.stats.am_received[AM_REQ] + am.stats.am_received[AM_REP] - an.bcasts_run;
     q->dropped = am.stats.dropped;
     /* deferred requests count as sent when they leave: until then, unsettled */
-    q->unsettled = (am.tp && !am.tp->settled()) || atomic_load_explicit(&am_defer_queued, memory_order_relaxed);
+    q->unsettled = (am.tp && !am.tp->settled()) || (am_extra_now() & AM_EXTRA_DEFER);
 }
 
 /* ---- start-up ----------------------------------------------------------- */

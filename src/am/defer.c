@@ -27,16 +27,15 @@ struct am_defer_queue {
     struct am_deferred *head, *tail;
 };
 
-_Atomic unsigned am_defer_queued;       /* requests in all queues: the senders' one test */
+static unsigned am_defer_queued;        /* requests in all queues (AM_EXTRA_DEFER: some) */
 static struct am_defer_queue *am_defer_q; /* [nranks], allocated at the first deferral */
 static size_t am_defer_bytes;            /* their payloads and headers, bounded by AM_DEFER_MAX_BYTES */
 static int am_defer_draining;            /* a drain is sending (its sends must not drain again) */
 
 static void am_defer_count(int delta)
 {
-    unsigned n = atomic_load_explicit(&am_defer_queued, memory_order_relaxed) + (unsigned)delta;
-    atomic_store_explicit(&am_defer_queued, n, memory_order_relaxed);
-    am_extra_set(AM_EXTRA_DEFER, n != 0);
+    am_defer_queued += (unsigned)delta;
+    am_extra_set(AM_EXTRA_DEFER, am_defer_queued != 0);
 }
 
 int am_defer_add(int dest, unsigned handler, enum am_kind kind, const void *src, size_t nbytes, uint32_t seg,
@@ -138,6 +137,6 @@ void am_defer_fini(void)
     free(am_defer_q);
     am_defer_q = NULL;
     am_defer_bytes = 0;
-    atomic_store(&am_defer_queued, 0);
+    am_defer_queued = 0;
     am_extra_set(AM_EXTRA_DEFER, 0);
 }

@@ -133,7 +133,6 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
 #define AM_DEFER_MAX_BYTES (64ull << 20) /* their copies, per rank: beyond it, an abort naming the ranks */
 #define AM_SEND_NOW 1                     /* am_defer_first: nothing queued ahead, send it */
 #define AM_DEFER 2                        /* am_wait_for_room: a handler found no room, defer it */
-extern _Atomic unsigned am_defer_queued;  /* requests deferred, in all queues */
 /* Copies a request to dest into dest's queue (aborts past AM_DEFER_MAX_BYTES). */
 int am_defer_add(int dest, unsigned handler, enum am_kind kind, const void *src, size_t nbytes, uint32_t seg,
                  uint64_t offset, unsigned nargs, const uint64_t *args);

@@ -114,12 +114,19 @@ static int predicted(struct dsm_node *node, const struct dsm_region *r, int home
 /* The action makes the predicted message unnecessary: the predictor is
  * told it came, so the pattern that led to the action stays learnt (else
  * the action's own effect would unteach it every other time). */
-static void taken(struct dsm_node *node, const struct dsm_region *r, enum dsm_act_kind kind, int home,
-                  uint32_t sender, unsigned type)
+/* A predicted action at its chance: taken (1), or declined by the
+ * standing of its side (counted throttled).  home: the home's side acts. */
+static int fire(struct dsm_node *node, struct dsm_region *r, int side, enum dsm_act_kind kind, int home,
+                uint32_t sender, unsigned type)
 {
+    if (!act_allowed(node, r, side)) {
+        node->stats.act_throttled[kind]++;
+        return 0;
+    }
     node->stats.act_taken[kind]++;
     if (node->assume)
         node->assume(node, r->rid, home, sender, type);
+    return 1;
 }
 
 /* An action's outcome on r, into its and its rank's standing. */
@@ -151,11 +158,8 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
     }
     if (!predicted(node, r, 1, who, COSMOS_UPGRADE_REQ, COSMOS_UPGRADE_REQ, &type))
         return 0;
-    if (!act_allowed(node, r, SIDE_HOME)) {
-        node->stats.act_throttled[kind]++;
+    if (!fire(node, r, SIDE_HOME, kind, 1, who, type))
         return 0;
-    }
-    taken(node, r, kind, 1, who, type);
     r->act |= DSM_RACT_XREAD_OUT;
     return 1;
 }
@@ -180,11 +184,8 @@ int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
     if ((r->act & XREAD_UNWRITTEN) || r->uses < r->touches || (r->touches && !(r->act & DSM_RACT_DSI_STEADY)) ||
         !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
         return 0;
-    if (!act_allowed(node, r, SIDE_REMOTE)) {
-        node->stats.act_throttled[DSM_ACT_DSI]++;
+    if (!fire(node, r, SIDE_REMOTE, DSM_ACT_DSI, 0, home, type))
         return 0;
-    }
-    taken(node, r, DSM_ACT_DSI, 0, home, type);
     r->act |= DSM_RACT_DSI_FLUSHED;
     return 1;
 }
@@ -261,12 +262,7 @@ int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who)
     if ((r->push_after && r->push_writes != r->push_after) ||
         !predicted(node, r, 1, who, COSMOS_GET_RO_REQ, COSMOS_GET_RO_REQ, &type))
         return 0;
-    if (!act_allowed(node, r, SIDE_PUSH)) {
-        node->stats.act_throttled[DSM_ACT_PUSH]++;
-        return 0;
-    }
-    taken(node, r, DSM_ACT_PUSH, 1, who, type);
-    return 1;
+    return fire(node, r, SIDE_PUSH, DSM_ACT_PUSH, 1, who, type);
 }
 
 void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r)
