@@ -46,6 +46,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                       "who runs handlers: poll (only the application's shoal calls) or thread (also a progress thread per rank, woken by arrival, while the application computes outside shoal)"},
     [CFG_PROGRESS_SPIN_US] = {"SHOAL_PROGRESS_SPIN_US", "auto",
                               "SHOAL_PROGRESS=thread: microseconds the progress thread keeps polling (yielding the CPU between looks) after it last ran a handler or woke, before it sleeps in the kernel, 0-100000 (0: sleep at once); auto: 50 when shared memory is its only way in (a look costs a few loads), 0 when it reads a socket (a look costs system calls)"},
+    [CFG_PROGRESS_SLICE_US] = {"SHOAL_PROGRESS_SLICE_US", "100",
+                               "SHOAL_PROGRESS=thread: the scheduler time slice (microseconds, 100-100000) the progress thread asks Linux for (sched_setattr; honoured from Linux 6.12); a short slice lets the thread, woken by a message, take the CPU from a thread that computes at once instead of at the next scheduler tick (~4 ms); 0: keep the kernel's default"},
     [CFG_NET_WAIT] = {"SHOAL_NET_WAIT", "auto",
                       "how a wait receives from the cluster transport once its spin budget is spent: spin (keep polling, then yield and nap), block (sleep in the kernel until a packet or a timer is due: no CPU while idle), auto (spin when this host's ranks fit its cores, else block)"},
     [CFG_NET_THREAD] = {"SHOAL_NET_THREAD", "1",
@@ -186,6 +188,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (parse_int(v, &n) || n < 1 || n > 255) ? -1 : 0;
     case CFG_PROGRESS_SPIN_US:
         return strcmp(v, "auto") && (parse_int(v, &n) || n < 0 || n > 100000) ? -1 : 0;
+    case CFG_PROGRESS_SLICE_US:
+        return (parse_int(v, &n) || (n != 0 && (n < 100 || n > 100000))) ? -1 : 0;
     case CFG_IFACE:        /* resolved, with a message naming it, when the transport starts */
     case CFG_COSMOS_TRACE: /* opened, with a message naming it, by crl_init */
         return 0;

@@ -48,6 +48,7 @@ enum util_cfg_id {
     CFG_AM_LARGE_MAX,   /* largest internal medium that am cuts into pieces */
     CFG_PROGRESS,       /* who runs handlers: the application's calls (poll) or a progress thread */
     CFG_PROGRESS_SPIN_US, /* how long the progress thread polls before it sleeps */
+    CFG_PROGRESS_SLICE_US, /* the scheduler slice the progress thread asks for */
     CFG_BARRIER,        /* the barrier's algorithm across hosts */
     CFG_BARRIER_CHAINS, /* K of the K-chain barrier */
     CFG_RANK,           /* set by shoalrun */
