@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""An outsider tries to end a job: a process in namespace shoal-n3 of the
-cluster in a box, which takes no part in the job, sniffs the job's first
-broadcast from rank 0 (the barrier's release) on the shared bridge and
-sends, again and again, what it can make of it without the job's secret:
-the broadcast with a larger incarnation of rank 0 (as if it restarted), and
-KEEPALIVEs "from rank 0" with that incarnation to every other rank.  The
-job (3 ranks, one per namespace n0-n2, barriers for a few seconds) must
-finish normally, say nothing of a restart, and count the forged packets as
-foreign.
+"""An outsider tries to end or corrupt a job: a process in namespace
+shoal-n3 of the cluster in a box, which takes no part in the job, sniffs
+rank 0's first BCAST (the barrier's release) and first MULTI (a one-frame
+broadcast request, WIRE.md 3.1) on the shared bridge and sends, again and
+again, what it can make of them without the job's secret: the BCAST with a
+larger incarnation of rank 0 (as if it restarted), KEEPALIVEs "from rank 0"
+with that incarnation to every other rank, the MULTI with every receiver's
+sequence number moved ahead (to take the place of rank 0's next message),
+and the MULTI replayed as it was.  The job (3 ranks, one per namespace
+n0-n2, barriers and broadcast requests for a few seconds) must finish
+normally, say nothing of a restart, run each broadcast request once and in
+order, and count the forged packets as foreign.
 
 Usage: check_forge.py SHOALRUN TEST_CLUSTER udp|eth
        check_forge.py --forge udp|eth IFACE NRANKS SECONDS   (the outsider)"""
@@ -19,7 +22,7 @@ import sys
 import time
 
 ETH_P_ALL, ETHERTYPE = 0x0003, 0x88B5
-MAGIC, BCAST, KEEPALIVE = b"SHOL", 4, 3
+MAGIC, BCAST, KEEPALIVE, MULTI = b"SHOL", 4, 3, 5
 
 
 def crc32c(data):
@@ -32,8 +35,8 @@ def crc32c(data):
 
 
 def shoal_packet(frame):
-    """(offset of the shoal header in the frame, udp (ip, port) or None) for a
-    shoal BCAST from rank 0, else None."""
+    """(type, offset of the shoal header in the frame, udp (ip, port) or None)
+    for a shoal BCAST or MULTI from rank 0, else None."""
     etype = struct.unpack("!H", frame[12:14])[0]
     if etype == ETHERTYPE:
         at, to = 14, None
@@ -45,9 +48,22 @@ def shoal_packet(frame):
     else:
         return None
     p = frame[at:]
-    if len(p) < 64 or p[:4] != MAGIC or p[5] != BCAST or struct.unpack("<I", p[24:28])[0] != 0:
+    if len(p) < 64 or p[:4] != MAGIC or p[5] not in (BCAST, MULTI) or struct.unpack("<I", p[24:28])[0] != 0:
         return None
-    return at, to
+    return p[5], at, to
+
+
+def moved_ahead(pkt, nranks):
+    """The MULTI with each receiver's sequence number + 1 (the next message's
+    place in its stream) and the header checksum recomputed; the tag, which
+    covers the vector, cannot be."""
+    b = bytearray(pkt)
+    for r in range(1, nranks):
+        seq = struct.unpack_from("<I", b, 64 + 8 * r)[0]
+        struct.pack_into("<I", b, 64 + 8 * r, (seq + 1) & 0xFFFFFFFF)
+    if struct.unpack("<I", b[60:64])[0]:
+        struct.pack_into("<I", b, 60, crc32c(bytes(b[:60])))
+    return bytes(b)
 
 
 def forged(pkt, ptype, dst):
@@ -70,32 +86,37 @@ def forge(carrier, iface, nranks, seconds):
     raw.bind((iface, 0))
     raw.settimeout(0.5)
     end = time.time() + seconds
-    while time.time() < end:
+    seen = {}  # type -> (frame, offset, udp destination)
+    while time.time() < end and len(seen) < 2:
         try:
             frame = raw.recv(70000)
         except socket.timeout:
             continue
         found = shoal_packet(frame)
-        if found:
-            break
-    else:
-        print("forger: sniffed no broadcast from rank 0 in %d s" % seconds)
-        return 1
-    at, to = found
+        if found and found[0] not in seen:
+            seen[found[0]] = (frame,) + found[1:]
+    for t, name in ((BCAST, "BCAST"), (MULTI, "MULTI")):
+        if t not in seen:
+            print("forger: sniffed no %s from rank 0 in %d s" % (name, seconds))
+            return 1
+    frame, at, to = seen[BCAST]
     pkt = frame[at:]
-    fakes = [forged(pkt, BCAST, 0xFFFFFFFF)] + [forged(pkt, KEEPALIVE, r) for r in range(1, nranks)]
+    fakes = [(frame, at, to, forged(pkt, BCAST, 0xFFFFFFFF))]
+    fakes += [(frame, at, to, forged(pkt, KEEPALIVE, r)) for r in range(1, nranks)]
+    mframe, mat, mto = seen[MULTI]
+    fakes += [(mframe, mat, mto, moved_ahead(mframe[mat:], nranks)), (mframe, mat, mto, mframe[mat:])]
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
     sent = 0
     for _ in range(20):
-        for f in fakes:
+        for fr, off, dest, f in fakes:
             if carrier == "eth":
-                raw.send(frame[:at] + f)
+                raw.send(fr[:off] + f)
             else:
-                udp.sendto(f, to)
+                udp.sendto(f, dest)
             sent += 1
         time.sleep(0.05)
-    print("forger: sniffed rank 0's broadcast (incarnation %d), sent %d forged packets"
+    print("forger: sniffed rank 0's BCAST (incarnation %d) and MULTI, sent %d forged or replayed packets"
           % (struct.unpack("<I", pkt[32:36])[0], sent))
     return 0
 
@@ -124,6 +145,10 @@ def main():
     foreign = [int(line.split("dropped ")[1].split()[0]) for line in out.splitlines() if line.startswith("forged:")]
     if len(foreign) != 3 or sum(foreign) == 0:
         fail.append("the forged packets were not counted as foreign (%s)" % foreign)
+    frames = [int(line.split("foreign packets, ")[1].split()[0]) for line in out.splitlines()
+              if line.startswith("forged: rank 0 ")]
+    if not frames or frames[0] == 0:
+        fail.append("rank 0 sent no broadcast as one frame (%s): nothing to forge a MULTI from" % frames)
     for f in fail:
         print("check_forge: " + f)
     return 1 if fail else 0

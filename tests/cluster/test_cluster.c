@@ -14,8 +14,10 @@
  *           barriers run;
  *   coalesce bursts of equal requests arrive coalesced (udp: UDP_GRO) and
  *           each runs once;
- *   forged  barriers for a few seconds while an outsider forges packets
- *           (check_forge.py);
+ *   forged  barriers and rank 0's broadcast requests (one MULTI packet
+ *           each) for a few seconds while an outsider forges packets
+ *           (check_forge.py): each broadcast runs once at every rank, in
+ *           order;
  *   compute rank 1 computes for 3 x SHOAL_NET_DEAD_MS without calling shoal:
  *           with the progress thread (SHOAL_NET_THREAD=1) it still answers
  *           keepalives, so it is not declared dead;
@@ -42,7 +44,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG, H_BURST };
+enum { H_ECHO, H_ECHO_REP, H_ENDPOINT, H_PING, H_PONG, H_BURST, H_ROUND };
 #define ROUNDS 4000u
 
 static int me;
@@ -363,25 +365,50 @@ static void test_barriers(void)
           (unsigned long long)f, (unsigned long long)m);
 }
 
-/* Barriers for TEST_FORGE_SECONDS (default 4) while check_forge.py's
- * outsider replays what it sniffs; the job must not notice, beyond
- * counting the forged packets as foreign. */
+/* Rank 0's broadcast requests: round n carries n, and each runs once, in
+ * order (a replayed or forged MULTI must not run one again or early). */
+static volatile uint64_t rounds_seen;
+
+static void on_round(shoal_token_t t, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t, (void)buf, (void)n;
+    CHECK(na == 1 && a[0] == rounds_seen, "rank %d: broadcast round %llu arrived where %llu was due", me,
+          (unsigned long long)(na ? a[0] : 0), (unsigned long long)rounds_seen);
+    rounds_seen++;
+}
+
+/* Barriers and rank 0's one-frame broadcasts for TEST_FORGE_SECONDS
+ * (default 4) while check_forge.py's outsider replays and alters what it
+ * sniffs; the job must not notice, beyond counting the forged packets as
+ * foreign and the replayed ones as duplicates. */
 static void test_forged(void)
 {
+    shoal_am_register(H_ROUND, on_round);
     const char *s = getenv("TEST_FORGE_SECONDS");
     double until = test_now() + (s ? atof(s) : 4.0);
     int go = 1, n = 0;
     while (go) {
         CHECK_RC(shoal_barrier(), SHOAL_OK);
-        n++;
-        if (me == 0)
+        if (me == 0) {
+            uint64_t round = (uint64_t)n;
+            CHECK_RC(shoal_am_bcast_short(H_ROUND, 0, 1, &round), SHOAL_OK);
             go = test_now() < until;
+        }
+        n++;
         CHECK_RC(shoal_broadcast(&go, sizeof go, 0), SHOAL_OK);
     }
+    double t0 = test_now();
+    while (me != 0 && rounds_seen < (uint64_t)n) {
+        CHECK_RC(shoal_poll(), SHOAL_OK);
+        TEST_DEADLINE(t0, 30, "rank 0's broadcasts");
+    }
+    CHECK_RC(shoal_barrier(), SHOAL_OK); /* nothing runs after the count is checked */
+    CHECK(me == 0 || rounds_seen == (uint64_t)n, "rank %d: %llu broadcasts ran, rank 0 sent %d", me,
+          (unsigned long long)rounds_seen, n);
     struct shoal_stats st;
     CHECK_RC(shoal_stats_get(&st), SHOAL_OK);
-    printf("forged: rank %d ran %d barriers, dropped %llu foreign packets\n", me, n,
-           (unsigned long long)st.net_dropped_foreign);
+    printf("forged: rank %d ran %d barriers, dropped %llu foreign packets, %llu broadcasts in one frame\n", me,
+           n, (unsigned long long)st.net_dropped_foreign, (unsigned long long)st.am_bcast_frames);
 }
 
 /* Equal requests sent together (SHOAL_MORE) leave as one segmented run
