@@ -322,10 +322,15 @@ static int am_mt_on;                           /* the level is MULTIPLE */
 static struct am_mt_ring *am_mt;               /* [nranks] */
 static struct am_sent_count am_lane_count[SHM_LANES];
 static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: dest polls its lanes */
-static _Atomic uint32_t am_lanes_free;         /* bit l: lane l has no thread */
+/* A thread may outlive shoal_finalize and send after the next init, whose
+ * lanes are new: each init starts a generation, and a thread's lane, and
+ * its exit's freeing of it, count only in the generation it was taken. */
+static uint32_t am_lane_gen;                   /* written by init only, with no other thread in shoal */
+static _Atomic uint64_t am_lanes_free;         /* am_lane_gen << 32 | bit l: lane l has no thread */
 static pthread_key_t am_lane_key;              /* its destructor frees an exiting thread's lane */
 static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
-static _Thread_local int am_lane_tls __attribute__((tls_model("initial-exec"))); /* 0 not taken yet, 1 none free, 2 + lane */
+/* generation << 32 | 1 none free, or 2 + lane; another generation: none taken yet */
+static _Thread_local uint64_t am_lane_tls __attribute__((tls_model("initial-exec")));
 
 void am_send_multiple(int on)
 {
@@ -348,9 +353,18 @@ static void am_mt_unlock(struct am_mt_ring *r)
     atomic_store_explicit(&r->lock, 0, memory_order_release);
 }
 
+/* Runs in the exiting thread, whose am_lane_tls is still there (release:
+ * its writes to the lane's ring state happen before the next taker's). */
 static void am_lane_free(void *v)
 {
-    atomic_fetch_or_explicit(&am_lanes_free, 1u << ((uintptr_t)v - 1), memory_order_release);
+    (void)v;
+    uint64_t mine = am_lane_tls, f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    if ((uint32_t)mine < 2)
+        return;
+    while (f >> 32 == mine >> 32 &&
+           !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f | 1ull << ((uint32_t)mine - 2),
+                                                  memory_order_release, memory_order_relaxed))
+        ;
 }
 
 static void am_lane_key_init(void)
@@ -359,19 +373,20 @@ static void am_lane_key_init(void)
         util_fatal("rank %d: no thread-specific key for SHOAL_THREAD_MULTIPLE's lanes", am.rank);
 }
 
-/* The first send of a thread at MULTIPLE: a free lane (acquire: the lane's
- * last thread's writes to its ring state happened before), or none. */
-static int am_lane_take(void)
+/* A thread's first send at MULTIPLE in this generation: a free lane
+ * (acquire: the lane's last thread's writes to its ring state happened
+ * before), or none. */
+static uint64_t am_lane_take(void)
 {
-    uint32_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
-    while (f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1), memory_order_acquire,
-                                                       memory_order_relaxed))
+    uint64_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    while ((uint32_t)f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1),
+                                                                 memory_order_acquire, memory_order_relaxed))
         ;
-    if (!f)
-        return 1;
-    unsigned l = (unsigned)__builtin_ctz(f);
-    pthread_setspecific(am_lane_key, (void *)(uintptr_t)(l + 1));
-    return 2 + (int)l;
+    uint64_t gen = (uint64_t)am_lane_gen << 32;
+    if (!(uint32_t)f)
+        return gen | 1;
+    pthread_setspecific(am_lane_key, &am_lane_key); /* any non-NULL value: the destructor runs */
+    return gen | (2u + (unsigned)__builtin_ctz((uint32_t)f));
 }
 
 /* The shared request ring to dest: its lock taken. */
@@ -409,11 +424,12 @@ static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_
 {
     if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
         return am_mt_shared(dest, mt, count);
-    if (UTIL_UNLIKELY(!am_lane_tls))
-        am_lane_tls = am_lane_take();
-    if (UTIL_UNLIKELY(am_lane_tls == 1))
+    uint64_t mine = am_lane_tls;
+    if (UTIL_UNLIKELY(mine >> 32 != am_lane_gen))
+        am_lane_tls = mine = am_lane_take();
+    if (UTIL_UNLIKELY((uint32_t)mine == 1))
         return am_mt_shared(dest, mt, count);
-    size_t l = (size_t)(am_lane_tls - 2), i = (size_t)dest * SHM_LANES + l;
+    size_t l = (uint32_t)mine - 2, i = (size_t)dest * SHM_LANES + l;
     if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
         return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     *mt = NULL;
@@ -946,7 +962,7 @@ int am_init(int rank, int nranks, int level)
         return SHOAL_ENOMEM;
     memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
     memset(am_lane_count, 0, sizeof am_lane_count);
-    atomic_store(&am_lanes_free, (1u << SHM_LANES) - 1);
+    atomic_store(&am_lanes_free, (uint64_t)++am_lane_gen << 32 | ((1u << SHM_LANES) - 1));
     pthread_once(&am_lane_once, am_lane_key_init);
     am_extra_set(AM_EXTRA_LANES, shm->lanes != 0);
     am_large_init();
