@@ -234,7 +234,7 @@ static __attribute__((noinline)) unsigned am_poll_lanes(void)
     unsigned done = 0;
     struct ring_rx *rx = am.shm->lane_rx;
     for (int i = 0; i < am.shm->nlocal; i++)
-        for (unsigned l = 0; l < SHM_LANES; l++, rx++)
+        for (unsigned l = 0; l < am.shm->lanes; l++, rx++)
             done += am_poll_ring(rx, am.shm->local[i], AM_REQ);
     return done;
 }
@@ -299,7 +299,7 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
  * until it exits: it is the lane's only producer, so it sends as a thread
  * at SINGLE does, with no atomic read-modify-write, and its requests to
  * user handlers stay in order on every path (waits for room too).
- * Threads beyond SHM_LANES, and every request to an internal handler (the
+ * Threads beyond SHOAL_SHM_LANES, and every request to an internal handler (the
  * layers'), share the ordinary request ring, which then has a lock of its
  * own, held from a message's slot reservation to its publication.
  * Reply rings need neither: replies are sent only by handlers, which run
@@ -320,8 +320,8 @@ struct am_mt_ring {
 
 static int am_mt_on;                           /* the level is MULTIPLE */
 static struct am_mt_ring *am_mt;               /* [nranks] */
-static struct am_sent_count am_lane_count[SHM_LANES];
-static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: dest polls its lanes */
+static struct am_sent_count am_lane_count[UTIL_SHM_LANES_MAX];
+static uint8_t *am_lane_told;                  /* [dest * am.shm->lanes + lane]: dest polls its lanes */
 /* A thread may outlive shoal_finalize and send after the next init, whose
  * lanes are new: each init starts a generation, and a thread's lane, and
  * its exit's freeing of it, count only in the generation it was taken. */
@@ -398,7 +398,7 @@ static struct ring_tx *am_mt_shared(int dest, struct am_mt_ring **mt, struct am_
     return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
 }
 
-/* A thread's first message into lane i (dest * SHM_LANES + lane): 1, with
+/* A thread's first message into lane i (dest * am.shm->lanes + lane): 1, with
  * the shared ring locked, when dest's inbox has no lanes (dest is not at
  * MULTIPLE; then always); else tells dest to poll its lanes, and 0. */
 static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_mt_ring **mt,
@@ -429,7 +429,7 @@ static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_
         am_lane_tls = mine = am_lane_take();
     if (UTIL_UNLIKELY((uint32_t)mine == 1))
         return am_mt_shared(dest, mt, count);
-    size_t l = (uint32_t)mine - 2, i = (size_t)dest * SHM_LANES + l;
+    size_t l = (uint32_t)mine - 2, i = (size_t)dest * am.shm->lanes + l;
     if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
         return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     *mt = NULL;
@@ -463,7 +463,7 @@ void am_stats_settle(void)
         return;
     for (int d = 0; d < am.nranks; d++)
         am_sent_settle(&am_mt[d].count);
-    for (unsigned l = 0; l < SHM_LANES; l++)
+    for (unsigned l = 0; l < am.shm->lanes; l++)
         am_sent_settle(&am_lane_count[l]);
 }
 
@@ -937,7 +937,8 @@ unsigned shoal_am_max_args(void)
 
 int am_init(int rank, int nranks, int level)
 {
-    int rc = shm_init(&am_shm, rank, nranks, level == SHOAL_THREAD_MULTIPLE);
+    unsigned lanes = level == SHOAL_THREAD_MULTIPLE ? (unsigned)util_config_int(CFG_SHM_LANES) : 0;
+    int rc = shm_init(&am_shm, rank, nranks, lanes);
     if (rc) {
         shm_fini(&am_shm); /* what it mapped before it failed */
         return rc;
@@ -957,12 +958,12 @@ int am_init(int rank, int nranks, int level)
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
     am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
-    am_lane_told = calloc((size_t)nranks * SHM_LANES, 1);
+    am_lane_told = calloc((size_t)nranks * lanes + 1, 1); /* + 1: never a NULL for 0 */
     if (!am_mt || !am_lane_told)
         return SHOAL_ENOMEM;
     memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
     memset(am_lane_count, 0, sizeof am_lane_count);
-    atomic_store(&am_lanes_free, (uint64_t)++am_lane_gen << 32 | ((1u << SHM_LANES) - 1));
+    atomic_store(&am_lanes_free, (uint64_t)++am_lane_gen << 32 | ((1u << lanes) - 1));
     pthread_once(&am_lane_once, am_lane_key_init);
     am_extra_set(AM_EXTRA_LANES, shm->lanes != 0);
     am_large_init();

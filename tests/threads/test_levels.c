@@ -27,13 +27,17 @@
  *                whole, fail here), and the counts and shoal_stats_get's
  *                requests sent are exact.  TEST_SINGLE_RANK=R: rank R is
  *                at SINGLE and sends from its main thread (no lanes in its
- *                inbox: the others' threads share its request ring)
+ *                inbox: the others' threads share its request ring).
+ *                TEST_INBOX_LANES=L: every inbox mapped is the size of one
+ *                with L lanes per sender
  *   reinit       MULTIPLE, one process alone (no launcher): threads that
  *                took lanes live through shoal_finalize and a second
  *                shoal_init_thread and send again while new threads hold
  *                every lane; two of them exit then; later threads take the
  *                lanes exited threads left.  slots' checks per thread and
  *                cycle, and shoal_stats_get's requests sent per cycle
+ *   lanes_differ MULTIPLE, rank 1 with SHOAL_SHM_LANES=2, the others 4:
+ *                shoal_init_thread fails with SHOAL_EBOOT on every rank
  *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
  *                sends only once rank 0's other thread has asked for it:
  *                the wait must give shoal's lock back between its polls
@@ -325,8 +329,35 @@ static void *slot_thread(void *arg)
     return NULL;
 }
 
+/* TEST_INBOX_LANES=L: every inbox mapped here (/proc/self/maps) is as
+ * large as one with L lanes per sender (docs/SHM_QUEUE.md's geometry, with
+ * SHOAL_SHM_RING_SLOTS slots per ring): SHOAL_SHM_LANES took effect. */
+static void slot_check_inbox(void)
+{
+    int lanes = env_int("TEST_INBOX_LANES", -1);
+    if (lanes < 0)
+        return;
+    size_t k = (size_t)np * (2u + (size_t)lanes), slots = (size_t)env_int("SHOAL_SHM_RING_SLOTS", 0);
+    size_t want = (8192 + k * 128 + 4095) / 4096 * 4096 + k * slots * 64;
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL, "rank %d: cannot read /proc/self/maps", me);
+    char line[512];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (!strstr(line, "shoal-inbox") || sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+            continue;
+        CHECK(hi - lo == want, "rank %d: an inbox of %lu bytes, want %zu (%d lanes per sender)", me, hi - lo, want,
+              lanes);
+        seen++;
+    }
+    fclose(f);
+    CHECK(seen == np, "rank %d: %d inboxes mapped, want %d", me, seen, np);
+}
+
 static void test_slots(void)
 {
+    slot_check_inbox();
     CHECK(np <= 64, "slots runs on at most 64 ranks");
     CHECK_RC(shoal_am_register(H_SLOT, on_slot), SHOAL_OK);
     for (int r = 0; r < np; r++)
@@ -688,6 +719,18 @@ static void test_misuse(void)
     shoal_wait_until(&never, 1); /* never returns: the intruder ends the job */
 }
 
+/* Rank 1 asks for 2 lanes where the others have the default 4: every rank
+ * at MULTIPLE refuses to start (its threads would write past a peer's
+ * lanes, or leave some unread). */
+static void test_lanes_differ(void)
+{
+    int rank = env_int("SHOAL_RANK", -1), got;
+    if (rank == 1)
+        CHECK(setenv("SHOAL_SHM_LANES", "2", 1) == 0, "setenv");
+    CHECK_RC(shoal_init_thread(NULL, NULL, SHOAL_THREAD_MULTIPLE, &got), SHOAL_EBOOT);
+    printf("rank %d: shoal_init refused the other lane count\n", rank);
+}
+
 static void test_provided(int level)
 {
     int got = -1;
@@ -706,7 +749,7 @@ static void test_provided(int level)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|slots|reinit|handoff|funneled|serialized");
+    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|slots|reinit|lanes_differ|handoff|funneled|serialized");
     signal(SIGALRM, on_alarm);
     alarm(TEST_LIMIT_S);
     nthreads = env_int("TEST_THREADS", 3);
@@ -716,6 +759,10 @@ int main(int argc, char **argv)
     const char *c = argv[1];
     if (strcmp(c, "reinit") == 0) {
         test_reinit();
+        return 0;
+    }
+    if (strcmp(c, "lanes_differ") == 0) {
+        test_lanes_differ();
         return 0;
     }
     if (strncmp(c, "provided:", 9) == 0) {
