@@ -285,10 +285,19 @@ unsigned am_poll(int replies_only)
 
 /* ---- send side ---------------------------------------------------------- */
 
+/* value: the class, | (lane + 1) << 1 for a thread's lane; obj: at
+ * MULTIPLE, the sending thread (struct hang_thread). */
 int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
 {
-    snprintf(buf, n, "no room for a %s to rank %d (credits): waits for it to take messages",
-             w->value == AM_REP ? "reply" : "request", w->peer);
+    char lane[32] = "", thread[64] = "", who[48];
+    if (w->value >> 1)
+        snprintf(lane, sizeof lane, " in lane %u", (unsigned)(w->value >> 1) - 1);
+    if (w->obj) {
+        hang_thread_text(w->obj, who, sizeof who);
+        snprintf(thread, sizeof thread, " from thread %s", who);
+    }
+    snprintf(buf, n, "no room for a %s to rank %d%s%s (credits): waits for it to take messages",
+             (w->value & 1) == AM_REP ? "reply" : "request", w->peer, lane, thread);
     return w->peer;
 }
 
@@ -469,9 +478,9 @@ void am_stats_settle(void)
 
 /* Runs with mt (the shared request ring's lock at MULTIPLE; NULL for a lane,
  * a reply, or below MULTIPLE) held, and gives it back while it polls: a wait may hand the owner lock to a thread that sends
- * into the same ring. */
+ * into the same ring.  lane: the thread's lane + 1 when tx is one, else 0. */
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
-                            struct ring_slot **slot, struct am_mt_ring *mt)
+                            struct ring_slot **slot, struct am_mt_ring *mt, unsigned lane)
 {
     if (flags & SHOAL_IMMEDIATE)
         return SHOAL_EAGAIN;
@@ -480,7 +489,8 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
     am.stats.send_stalls++;
     struct util_backoff b;
     util_backoff_init(&b);
-    hang_push("a send", dest, cls, NULL, am_describe_credits);
+    /* at MULTIPLE the report may come from another thread: name this one */
+    hang_push("a send", dest, cls | (uint64_t)lane << 1, am_mt_on ? hang_thread_self() : NULL, am_describe_credits);
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
      * never send, so this cannot deadlock (von Eicken's thesis: CMAM's two networks). */
@@ -541,7 +551,8 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
                                                     : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
-        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
+        unsigned lane = multiple && cls == AM_REQ && !mt ? (uint32_t)am_lane_tls - 1 : 0;
+        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt, lane);
         if (rc) {
             if (mt)
                 am_mt_unlock(mt);

@@ -85,14 +85,33 @@ static inline void hang_refine(int peer, uint64_t value)
     hang.seq++;
 }
 
+/* A thread, as a report names it: its kernel id and the name the
+ * application gave it (pthread_setname_np), read at its first wait. */
+struct hang_thread {
+    int tid;
+    char name[16];
+};
+/* The calling thread's. */
+const struct hang_thread *hang_thread_self(void);
+/* "1234 (name)". */
+void hang_thread_text(const struct hang_thread *t, char *buf, size_t n);
+
 /* At SHOAL_THREAD_MULTIPLE a waiting thread gives the lock back between
  * its polls: it takes its records out meanwhile, so the records are always
- * those of the thread inside shoal (the one a report describes). */
+ * those of the thread inside shoal (the one a report describes), and parks
+ * them where a report by another thread finds them (hang_park). */
 struct hang_stash {
     unsigned depth;
     uint64_t wait_from;
     struct hang_wait stack[HANG_DEPTH];
+    const struct hang_thread *thread;
+    unsigned parked; /* its place in the parked list, + 1; 0: not parked */
 };
+
+/* Under shoal's lock, as the stash: a report lists the parked stashes as
+ * other threads' waits. */
+void hang_park(struct hang_stash *s);
+void hang_unpark(struct hang_stash *s);
 
 static inline void hang_stash(struct hang_stash *s)
 {
@@ -102,15 +121,16 @@ static inline void hang_stash(struct hang_stash *s)
         s->stack[d] = hang.stack[d];
     hang.depth = 0;
     hang.wait_from = 0;
+    hang_park(s);
 }
 
-static inline void hang_unstash(const struct hang_stash *s)
+static inline void hang_unstash(struct hang_stash *s)
 {
+    hang_unpark(s);
     for (unsigned d = 0; d < s->depth && d < HANG_DEPTH; d++)
         hang.stack[d] = s->stack[d];
     hang.depth = s->depth;
     hang.wait_from = s->wait_from;
-    hang.seq++;
 }
 
 /* Records an event; returns its number for hang_event_count. */
