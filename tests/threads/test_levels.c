@@ -407,7 +407,7 @@ static void test_slots(void)
  * itself.  Cycle 1 is wave 0 of on_slot's numbering, cycle 2 wave 1: each
  * thread's messages in a cycle are checked whole and in order. */
 enum { RE_OLD = 4, RE_NEW = 4, RE_LATE = 2, RE_LAST = 4 }; /* threads 0-3, 4-7, 8-9, 10-13 */
-static _Atomic int re_holding, re_go_old, re_go_new;
+static _Atomic int re_holding, re_go_old, re_go_new, re_old_done;
 
 static void re_await(_Atomic int *flag, int value)
 {
@@ -421,6 +421,7 @@ static void *re_old(void *arg)
 {
     int t = (int)(intptr_t)arg;
     slot_send(t, 0, 2 * (uint64_t)count);
+    atomic_fetch_add_explicit(&re_old_done, 1, memory_order_release); /* out of shoal before finalize */
     re_await(&re_go_old, 1);
     if (t < 2)
         slot_send(t, 2 * (uint64_t)count, 4 * (uint64_t)count);
@@ -469,6 +470,7 @@ static void re_round(void)
     atomic_store(&re_holding, 0);
     atomic_store(&re_go_old, 0);
     atomic_store(&re_go_new, 0);
+    atomic_store(&re_old_done, 0);
     uint64_t each = 2u * (uint64_t)count;
     pthread_t old[RE_OLD], fresh[RE_NEW], late[RE_LATE], last[RE_LAST];
     struct shoal_stats s0;
@@ -477,6 +479,7 @@ static void re_round(void)
     for (int t = 0; t < RE_OLD; t++)
         CHECK(pthread_create(&old[t], NULL, re_old, (void *)(intptr_t)t) == 0, "pthread_create");
     re_expect(RE_OLD * each, RE_OLD * each, &s0, "cycle 1");
+    re_await(&re_old_done, RE_OLD);
     CHECK_RC(shoal_finalize(), SHOAL_OK);
 
     re_init(); /* the old threads still hold the lanes they took in cycle 1 */
