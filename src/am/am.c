@@ -428,8 +428,8 @@ static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_
  * protocols (large messages' pieces, collectives' sequences, CRL's) count
  * on one channel in order from each rank to each rank, whichever thread
  * sends. */
-static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt,
-                                       struct am_sent_count **count)
+static inline __attribute__((always_inline)) struct ring_tx *
+am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt, struct am_sent_count **count)
 {
     if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
         return am_mt_shared(dest, mt, count);
