@@ -73,13 +73,13 @@ static int idle_reported;
 static void hang_on_signal(int sig)
 {
     (void)sig;
-    hang.asked = 1;
+    atomic_store_explicit(&hang.asked, 1, memory_order_relaxed);
 }
 
 void hang_init(void)
 {
     hang.depth = 0;
-    hang.asked = 0;
+    atomic_store_explicit(&hang.asked, 0, memory_order_relaxed);
     hang.timer_ns = (uint64_t)util_config_int(CFG_HANG_REPORT) * 1000000000ull;
     hang.timing = (int)util_config_int(CFG_STATS);
     hang.wait_ns = hang.wait_from = 0;
@@ -290,8 +290,7 @@ void hang_check_slow(void)
 {
     uint64_t now = util_now_ns(), mark = (uint64_t)hang.seq << 32 | hang.nev;
     hang.steps = 0;
-    if (hang.asked) {
-        hang.asked = 0;
+    if (atomic_exchange_explicit(&hang.asked, 0, memory_order_relaxed)) {
         hang_report("asked (SIGQUIT)", BOOT_HANG_ASKED);
         /* this stretch is reported: the timer stays quiet until progress */
         idle_mark = mark;

@@ -12,6 +12,7 @@
 #define SHOAL_AM_HANG_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +45,10 @@ enum { HANG_EV_SENT = 0, HANG_EV_RECEIVED = 1, HANG_EV_REFUSED = 2 };
 #define HANG_EVENTS 16 /* recent messages kept (a power of two) */
 
 struct hang_state {
-    volatile sig_atomic_t asked; /* SIGQUIT arrived: report at the next wait step */
+    /* SIGQUIT arrived: report at the next wait step.  Atomic (lock-free, so
+     * async-signal-safe): at MULTIPLE the signal may land on a thread
+     * other than the one inside shoal that reads it. */
+    _Atomic int asked;
     unsigned depth;
     uint32_t seq;                /* bumped by every push and refinement: progress */
     uint32_t nev;                /* events ever recorded */
@@ -166,7 +170,7 @@ void hang_check_slow(void);
 /* Called by every wait step: reports when asked or past the timer. */
 static inline void hang_check(void)
 {
-    if (UTIL_UNLIKELY(hang.asked) || UTIL_UNLIKELY(hang.timer_ns && ++hang.steps >= 256))
+    if (UTIL_UNLIKELY(atomic_load_explicit(&hang.asked, memory_order_relaxed)) || UTIL_UNLIKELY(hang.timer_ns && ++hang.steps >= 256))
         hang_check_slow();
 }
 
