@@ -60,8 +60,9 @@ static void print_geometry(int nranks)
     printf("  inline in one slot   %u argument words, or 56 bytes of args + payload\n", 7u);
     printf("  ring depth           %u slots (%u KiB) per sender, per class (request, reply)\n", slots,
            slots * RING_SLOT_BYTES / 1024);
-    printf("  inbox per rank       %zu KiB (%zu KiB at SHOAL_THREAD_MULTIPLE: %u lanes per sender)\n",
-           shm_region_bytes(nranks, slots, 0) / 1024, shm_region_bytes(nranks, slots, SHM_LANES) / 1024, SHM_LANES);
+    unsigned lanes = (unsigned)util_config_int(CFG_SHM_LANES);
+    printf("  inbox per rank       %zu KiB (%zu KiB at SHOAL_THREAD_MULTIPLE: %u lanes per sender, SHOAL_SHM_LANES)\n",
+           shm_region_bytes(nranks, slots, 0) / 1024, shm_region_bytes(nranks, slots, lanes) / 1024, lanes);
     printf("  medium limit         %zu bytes\n", am_medium_limit(slots));
     printf("  max arguments        %u x 64-bit\n", SHOAL_AM_MAX_ARGS);
     printf("  handlers             %u user indices\n", SHOAL_AM_MAX_HANDLERS);

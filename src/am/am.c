@@ -234,7 +234,7 @@ static __attribute__((noinline)) unsigned am_poll_lanes(void)
     unsigned done = 0;
     struct ring_rx *rx = am.shm->lane_rx;
     for (int i = 0; i < am.shm->nlocal; i++)
-        for (unsigned l = 0; l < SHM_LANES; l++, rx++)
+        for (unsigned l = 0; l < am.shm->lanes; l++, rx++)
             done += am_poll_ring(rx, am.shm->local[i], AM_REQ);
     return done;
 }
@@ -285,10 +285,19 @@ unsigned am_poll(int replies_only)
 
 /* ---- send side ---------------------------------------------------------- */
 
+/* value: the class, | (lane + 1) << 1 for a thread's lane; obj: at
+ * MULTIPLE, the sending thread (struct hang_thread). */
 int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
 {
-    snprintf(buf, n, "no room for a %s to rank %d (credits): waits for it to take messages",
-             w->value == AM_REP ? "reply" : "request", w->peer);
+    char lane[32] = "", thread[64] = "", who[48];
+    if (w->value >> 1)
+        snprintf(lane, sizeof lane, " in lane %u", (unsigned)(w->value >> 1) - 1);
+    if (w->obj) {
+        hang_thread_text(w->obj, who, sizeof who);
+        snprintf(thread, sizeof thread, " from thread %s", who);
+    }
+    snprintf(buf, n, "no room for a %s to rank %d%s%s (credits): waits for it to take messages",
+             (w->value & 1) == AM_REP ? "reply" : "request", w->peer, lane, thread);
     return w->peer;
 }
 
@@ -299,7 +308,7 @@ int am_describe_credits(const struct hang_wait *w, char *buf, size_t n)
  * until it exits: it is the lane's only producer, so it sends as a thread
  * at SINGLE does, with no atomic read-modify-write, and its requests to
  * user handlers stay in order on every path (waits for room too).
- * Threads beyond SHM_LANES, and every request to an internal handler (the
+ * Threads beyond SHOAL_SHM_LANES, and every request to an internal handler (the
  * layers'), share the ordinary request ring, which then has a lock of its
  * own, held from a message's slot reservation to its publication.
  * Reply rings need neither: replies are sent only by handlers, which run
@@ -320,12 +329,17 @@ struct am_mt_ring {
 
 static int am_mt_on;                           /* the level is MULTIPLE */
 static struct am_mt_ring *am_mt;               /* [nranks] */
-static struct am_sent_count am_lane_count[SHM_LANES];
-static uint8_t *am_lane_told;                  /* [dest * SHM_LANES + lane]: dest polls its lanes */
-static _Atomic uint32_t am_lanes_free;         /* bit l: lane l has no thread */
+static struct am_sent_count am_lane_count[UTIL_SHM_LANES_MAX];
+static uint8_t *am_lane_told;                  /* [dest * am.shm->lanes + lane]: dest polls its lanes */
+/* A thread may outlive shoal_finalize and send after the next init, whose
+ * lanes are new: each init starts a generation, and a thread's lane, and
+ * its exit's freeing of it, count only in the generation it was taken. */
+static uint32_t am_lane_gen;                   /* written by init only, with no other thread in shoal */
+static _Atomic uint64_t am_lanes_free;         /* am_lane_gen << 32 | bit l: lane l has no thread */
 static pthread_key_t am_lane_key;              /* its destructor frees an exiting thread's lane */
 static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
-static _Thread_local int am_lane_tls __attribute__((tls_model("initial-exec"))); /* 0 not taken yet, 1 none free, 2 + lane */
+/* generation << 32 | 1 none free, or 2 + lane; another generation: none taken yet */
+static _Thread_local uint64_t am_lane_tls __attribute__((tls_model("initial-exec")));
 
 void am_send_multiple(int on)
 {
@@ -348,9 +362,18 @@ static void am_mt_unlock(struct am_mt_ring *r)
     atomic_store_explicit(&r->lock, 0, memory_order_release);
 }
 
+/* Runs in the exiting thread, whose am_lane_tls is still there (release:
+ * its writes to the lane's ring state happen before the next taker's). */
 static void am_lane_free(void *v)
 {
-    atomic_fetch_or_explicit(&am_lanes_free, 1u << ((uintptr_t)v - 1), memory_order_release);
+    (void)v;
+    uint64_t mine = am_lane_tls, f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    if ((uint32_t)mine < 2)
+        return;
+    while (f >> 32 == mine >> 32 &&
+           !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f | 1ull << ((uint32_t)mine - 2),
+                                                  memory_order_release, memory_order_relaxed))
+        ;
 }
 
 static void am_lane_key_init(void)
@@ -359,19 +382,20 @@ static void am_lane_key_init(void)
         util_fatal("rank %d: no thread-specific key for SHOAL_THREAD_MULTIPLE's lanes", am.rank);
 }
 
-/* The first send of a thread at MULTIPLE: a free lane (acquire: the lane's
- * last thread's writes to its ring state happened before), or none. */
-static int am_lane_take(void)
+/* A thread's first send at MULTIPLE in this generation: a free lane
+ * (acquire: the lane's last thread's writes to its ring state happened
+ * before), or none. */
+static uint64_t am_lane_take(void)
 {
-    uint32_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
-    while (f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1), memory_order_acquire,
-                                                       memory_order_relaxed))
+    uint64_t f = atomic_load_explicit(&am_lanes_free, memory_order_relaxed);
+    while ((uint32_t)f && !atomic_compare_exchange_weak_explicit(&am_lanes_free, &f, f & (f - 1),
+                                                                 memory_order_acquire, memory_order_relaxed))
         ;
-    if (!f)
-        return 1;
-    unsigned l = (unsigned)__builtin_ctz(f);
-    pthread_setspecific(am_lane_key, (void *)(uintptr_t)(l + 1));
-    return 2 + (int)l;
+    uint64_t gen = (uint64_t)am_lane_gen << 32;
+    if (!(uint32_t)f)
+        return gen | 1;
+    pthread_setspecific(am_lane_key, &am_lane_key); /* any non-NULL value: the destructor runs */
+    return gen | (2u + (unsigned)__builtin_ctz((uint32_t)f));
 }
 
 /* The shared request ring to dest: its lock taken. */
@@ -383,7 +407,7 @@ static struct ring_tx *am_mt_shared(int dest, struct am_mt_ring **mt, struct am_
     return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
 }
 
-/* A thread's first message into lane i (dest * SHM_LANES + lane): 1, with
+/* A thread's first message into lane i (dest * am.shm->lanes + lane): 1, with
  * the shared ring locked, when dest's inbox has no lanes (dest is not at
  * MULTIPLE; then always); else tells dest to poll its lanes, and 0. */
 static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_mt_ring **mt,
@@ -404,16 +428,17 @@ static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_
  * protocols (large messages' pieces, collectives' sequences, CRL's) count
  * on one channel in order from each rank to each rank, whichever thread
  * sends. */
-static inline struct ring_tx *am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt,
-                                       struct am_sent_count **count)
+static inline __attribute__((always_inline)) struct ring_tx *
+am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt, struct am_sent_count **count)
 {
     if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
         return am_mt_shared(dest, mt, count);
-    if (UTIL_UNLIKELY(!am_lane_tls))
-        am_lane_tls = am_lane_take();
-    if (UTIL_UNLIKELY(am_lane_tls == 1))
+    uint64_t mine = am_lane_tls;
+    if (UTIL_UNLIKELY(mine >> 32 != am_lane_gen))
+        am_lane_tls = mine = am_lane_take();
+    if (UTIL_UNLIKELY((uint32_t)mine == 1))
         return am_mt_shared(dest, mt, count);
-    size_t l = (size_t)(am_lane_tls - 2), i = (size_t)dest * SHM_LANES + l;
+    size_t l = (uint32_t)mine - 2, i = (size_t)dest * am.shm->lanes + l;
     if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
         return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     *mt = NULL;
@@ -447,15 +472,15 @@ void am_stats_settle(void)
         return;
     for (int d = 0; d < am.nranks; d++)
         am_sent_settle(&am_mt[d].count);
-    for (unsigned l = 0; l < SHM_LANES; l++)
+    for (unsigned l = 0; l < am.shm->lanes; l++)
         am_sent_settle(&am_lane_count[l]);
 }
 
 /* Runs with mt (the shared request ring's lock at MULTIPLE; NULL for a lane,
  * a reply, or below MULTIPLE) held, and gives it back while it polls: a wait may hand the owner lock to a thread that sends
- * into the same ring. */
+ * into the same ring.  lane: the thread's lane + 1 when tx is one, else 0. */
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
-                            struct ring_slot **slot, struct am_mt_ring *mt)
+                            struct ring_slot **slot, struct am_mt_ring *mt, unsigned lane)
 {
     if (flags & SHOAL_IMMEDIATE)
         return SHOAL_EAGAIN;
@@ -464,7 +489,8 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
     am.stats.send_stalls++;
     struct util_backoff b;
     util_backoff_init(&b);
-    hang_push("a send", dest, cls, NULL, am_describe_credits);
+    /* at MULTIPLE the report may come from another thread: name this one */
+    hang_push("a send", dest, cls | (uint64_t)lane << 1, am_mt_on ? hang_thread_self() : NULL, am_describe_credits);
     /* Requests keep serving everything (their handlers may need to reply to
      * the peer we wait for); replies serve only replies, whose handlers
      * never send, so this cannot deadlock (von Eicken's thesis: CMAM's two networks). */
@@ -525,7 +551,8 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
                                                     : &am.shm->tx[(size_t)dest * SHM_CLASSES + cls];
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
-        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt);
+        unsigned lane = multiple && cls == AM_REQ && !mt ? (uint32_t)am_lane_tls - 1 : 0;
+        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt, lane);
         if (rc) {
             if (mt)
                 am_mt_unlock(mt);
@@ -921,7 +948,8 @@ unsigned shoal_am_max_args(void)
 
 int am_init(int rank, int nranks, int level)
 {
-    int rc = shm_init(&am_shm, rank, nranks, level == SHOAL_THREAD_MULTIPLE);
+    unsigned lanes = level == SHOAL_THREAD_MULTIPLE ? (unsigned)util_config_int(CFG_SHM_LANES) : 0;
+    int rc = shm_init(&am_shm, rank, nranks, lanes);
     if (rc) {
         shm_fini(&am_shm); /* what it mapped before it failed */
         return rc;
@@ -941,12 +969,12 @@ int am_init(int rank, int nranks, int level)
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots);
     am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
-    am_lane_told = calloc((size_t)nranks * SHM_LANES, 1);
+    am_lane_told = calloc((size_t)nranks * lanes + 1, 1); /* + 1: never a NULL for 0 */
     if (!am_mt || !am_lane_told)
         return SHOAL_ENOMEM;
     memset(am_mt, 0, (size_t)nranks * sizeof *am_mt);
     memset(am_lane_count, 0, sizeof am_lane_count);
-    atomic_store(&am_lanes_free, (1u << SHM_LANES) - 1);
+    atomic_store(&am_lanes_free, (uint64_t)++am_lane_gen << 32 | ((1u << lanes) - 1));
     pthread_once(&am_lane_once, am_lane_key_init);
     am_extra_set(AM_EXTRA_LANES, shm->lanes != 0);
     am_large_init();

@@ -9,9 +9,61 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct hang_state hang;
+
+/* The waits of threads that gave shoal's lock back (under the lock). */
+#define HANG_PARKED 64
+static struct hang_stash *parked[HANG_PARKED];
+static unsigned parked_n; /* one past the last slot in use */
+
+const struct hang_thread *hang_thread_self(void)
+{
+    static _Thread_local struct hang_thread self;
+    if (!self.tid) {
+        self.tid = (int)syscall(SYS_gettid);
+        if (prctl(PR_GET_NAME, self.name) != 0)
+            self.name[0] = '\0';
+        self.name[sizeof self.name - 1] = '\0';
+    }
+    return &self;
+}
+
+void hang_thread_text(const struct hang_thread *t, char *buf, size_t n)
+{
+    if (t->name[0])
+        snprintf(buf, n, "%d (%s)", t->tid, t->name);
+    else
+        snprintf(buf, n, "%d", t->tid);
+}
+
+void hang_park(struct hang_stash *s)
+{
+    s->thread = hang_thread_self();
+    s->parked = 0;
+    if (s->depth == 0)
+        return; /* nothing to report */
+    for (unsigned i = 0; i < HANG_PARKED; i++)
+        if (!parked[i]) {
+            parked[i] = s;
+            s->parked = i + 1;
+            if (parked_n < i + 1)
+                parked_n = i + 1;
+            return;
+        }
+}
+
+void hang_unpark(struct hang_stash *s)
+{
+    if (!s->parked)
+        return;
+    parked[s->parked - 1] = NULL;
+    while (parked_n && !parked[parked_n - 1])
+        parked_n--;
+}
 
 static int installed;
 /* The timer's view: what progress looked like at its last look, since when. */
@@ -21,13 +73,13 @@ static int idle_reported;
 static void hang_on_signal(int sig)
 {
     (void)sig;
-    hang.asked = 1;
+    atomic_store_explicit(&hang.asked, 1, memory_order_relaxed);
 }
 
 void hang_init(void)
 {
     hang.depth = 0;
-    hang.asked = 0;
+    atomic_store_explicit(&hang.asked, 0, memory_order_relaxed);
     hang.timer_ns = (uint64_t)util_config_int(CFG_HANG_REPORT) * 1000000000ull;
     hang.timing = (int)util_config_int(CFG_STATS);
     hang.wait_ns = hang.wait_from = 0;
@@ -47,6 +99,8 @@ void hang_fini(void)
 {
     hang.depth = 0;
     hang.timer_ns = 0;
+    memset(parked, 0, sizeof parked);
+    parked_n = 0;
 }
 
 /* ---- the report ----------------------------------------------------------- */
@@ -168,6 +222,31 @@ static void hang_say_events(struct hang_text *t)
     }
 }
 
+/* The waits of other threads (SHOAL_THREAD_MULTIPLE) that gave the lock
+ * back to let this one in. */
+static void hang_say_parked(struct hang_text *t)
+{
+    char who[48];
+    if (!parked_n)
+        return;
+    hang_thread_text(hang_thread_self(), who, sizeof who);
+    hang_say(t, "  (this is thread %s; other threads wait inside shoal)", who);
+    for (unsigned i = 0; i < parked_n; i++) {
+        const struct hang_stash *s = parked[i];
+        unsigned depth = s && s->depth < HANG_DEPTH ? s->depth : s ? HANG_DEPTH : 0;
+        if (depth)
+            hang_thread_text(s->thread, who, sizeof who);
+        for (unsigned d = 0; d < depth; d++) {
+            char what[160];
+            hang_what(&s->stack[d], what, sizeof what);
+            if (d == 0)
+                hang_say(t, "  thread %s: blocked in %s%s%s", who, s->stack[d].call, what[0] ? ": " : "", what);
+            else
+                hang_say(t, "    inside it: %s", what);
+        }
+    }
+}
+
 /* Prints the report and sends its summary to the launcher (if any). */
 static void hang_report(const char *why, unsigned boot_why)
 {
@@ -195,6 +274,7 @@ static void hang_report(const char *why, unsigned boot_why)
     }
     if (depth > 0)
         snprintf(msg.call, sizeof msg.call, "%s", hang.stack[0].call);
+    hang_say_parked(&t);
     hang_say_events(&t);
     /* before the launcher hears of it: its summary comes after */
     for (size_t off = 0; off < t.n;) {
@@ -210,8 +290,7 @@ void hang_check_slow(void)
 {
     uint64_t now = util_now_ns(), mark = (uint64_t)hang.seq << 32 | hang.nev;
     hang.steps = 0;
-    if (hang.asked) {
-        hang.asked = 0;
+    if (atomic_exchange_explicit(&hang.asked, 0, memory_order_relaxed)) {
         hang_report("asked (SIGQUIT)", BOOT_HANG_ASKED);
         /* this stretch is reported: the timer stays quiet until progress */
         idle_mark = mark;

@@ -12,6 +12,7 @@
 #define SHOAL_AM_HANG_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +45,10 @@ enum { HANG_EV_SENT = 0, HANG_EV_RECEIVED = 1, HANG_EV_REFUSED = 2 };
 #define HANG_EVENTS 16 /* recent messages kept (a power of two) */
 
 struct hang_state {
-    volatile sig_atomic_t asked; /* SIGQUIT arrived: report at the next wait step */
+    /* SIGQUIT arrived: report at the next wait step.  Atomic (lock-free, so
+     * async-signal-safe): at MULTIPLE the signal may land on a thread
+     * other than the one inside shoal that reads it. */
+    _Atomic int asked;
     unsigned depth;
     uint32_t seq;                /* bumped by every push and refinement: progress */
     uint32_t nev;                /* events ever recorded */
@@ -85,14 +89,33 @@ static inline void hang_refine(int peer, uint64_t value)
     hang.seq++;
 }
 
+/* A thread, as a report names it: its kernel id and the name the
+ * application gave it (pthread_setname_np), read at its first wait. */
+struct hang_thread {
+    int tid;
+    char name[16];
+};
+/* The calling thread's. */
+const struct hang_thread *hang_thread_self(void);
+/* "1234 (name)". */
+void hang_thread_text(const struct hang_thread *t, char *buf, size_t n);
+
 /* At SHOAL_THREAD_MULTIPLE a waiting thread gives the lock back between
  * its polls: it takes its records out meanwhile, so the records are always
- * those of the thread inside shoal (the one a report describes). */
+ * those of the thread inside shoal (the one a report describes), and parks
+ * them where a report by another thread finds them (hang_park). */
 struct hang_stash {
     unsigned depth;
     uint64_t wait_from;
     struct hang_wait stack[HANG_DEPTH];
+    const struct hang_thread *thread;
+    unsigned parked; /* its place in the parked list, + 1; 0: not parked */
 };
+
+/* Under shoal's lock, as the stash: a report lists the parked stashes as
+ * other threads' waits. */
+void hang_park(struct hang_stash *s);
+void hang_unpark(struct hang_stash *s);
 
 static inline void hang_stash(struct hang_stash *s)
 {
@@ -102,15 +125,16 @@ static inline void hang_stash(struct hang_stash *s)
         s->stack[d] = hang.stack[d];
     hang.depth = 0;
     hang.wait_from = 0;
+    hang_park(s);
 }
 
-static inline void hang_unstash(const struct hang_stash *s)
+static inline void hang_unstash(struct hang_stash *s)
 {
+    hang_unpark(s);
     for (unsigned d = 0; d < s->depth && d < HANG_DEPTH; d++)
         hang.stack[d] = s->stack[d];
     hang.depth = s->depth;
     hang.wait_from = s->wait_from;
-    hang.seq++;
 }
 
 /* Records an event; returns its number for hang_event_count. */
@@ -146,7 +170,7 @@ void hang_check_slow(void);
 /* Called by every wait step: reports when asked or past the timer. */
 static inline void hang_check(void)
 {
-    if (UTIL_UNLIKELY(hang.asked) || UTIL_UNLIKELY(hang.timer_ns && ++hang.steps >= 256))
+    if (UTIL_UNLIKELY(atomic_load_explicit(&hang.asked, memory_order_relaxed)) || UTIL_UNLIKELY(hang.timer_ns && ++hang.steps >= 256))
         hang_check_slow();
 }
 

@@ -29,7 +29,7 @@ uint32_t shm_default_ring_slots(int nranks)
     return slots;
 }
 
-/* An inbox with `lanes` lanes per sender (0 or SHM_LANES) holds this many rings per sender. */
+/* An inbox with `lanes` lanes per sender holds this many rings per sender. */
 static size_t rings_per_sender(uint32_t lanes)
 {
     return SHM_CLASSES + lanes;
@@ -46,16 +46,23 @@ size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes)
     return rings_offset(nranks, lanes) + (size_t)nranks * rings_per_sender(lanes) * ring_slots * RING_SLOT_BYTES;
 }
 
-/* nranks: the ranks of this host, each with rings in every inbox. */
-static int check_region(const struct shm_region_header *h, int r, int nranks, uint32_t slots, size_t bytes)
+/* Rank r's inbox (of nranks on this host, each with rings in every inbox)
+ * as this rank's layout expects it. */
+static int check_region(const struct shm_state *st, const struct shm_region_header *h, int r, int nranks,
+                        uint32_t slots, size_t bytes)
 {
     if (h->magic != SHM_MAGIC || h->version != SHM_LAYOUT_VERSION || h->owner_rank != (uint32_t)r ||
-        h->nranks != (uint32_t)nranks || h->ring_slots != slots || (h->lanes != 0 && h->lanes != SHM_LANES) ||
+        h->nranks != (uint32_t)nranks || h->ring_slots != slots || h->lanes > UTIL_SHM_LANES_MAX ||
         h->rings_offset != rings_offset(nranks, h->lanes) || h->total_bytes != bytes ||
         bytes != shm_region_bytes(nranks, slots, h->lanes)) {
         LOG(LOG_ERROR, "inbox of rank %d has a foreign layout (version %u, %u ranks, %u slots); "
             "all ranks must run the same shoal build and SHOAL_SHM_RING_SLOTS",
             r, h->version, h->nranks, h->ring_slots);
+        return SHOAL_EBOOT;
+    }
+    if (h->lanes && st->lanes && h->lanes != st->lanes) { /* this rank's threads would write past its lanes */
+        LOG(LOG_ERROR, "inbox of rank %d has %u lanes per sender, rank %d's %u: every rank at "
+            "SHOAL_THREAD_MULTIPLE on a host must have the same SHOAL_SHM_LANES", r, h->lanes, st->rank, st->lanes);
         return SHOAL_EBOOT;
     }
     return SHOAL_OK;
@@ -99,10 +106,10 @@ static int ring_pairs_init(struct shm_state *st, int i)
         rc = ring_tx_of(st, &st->tx[peer * SHM_CLASSES + c], i, c);
     }
     for (unsigned l = 0; l < st->lanes; l++)
-        ring_rx_of(st, &st->lane_rx[(size_t)i * SHM_LANES + l], i, SHM_CLASSES + l);
+        ring_rx_of(st, &st->lane_rx[(size_t)i * st->lanes + l], i, SHM_CLASSES + l);
     const struct shm_region_header *theirs = st->regions[peer];
-    for (unsigned l = 0; l < theirs->lanes && rc == SHOAL_OK; l++)
-        rc = ring_tx_of(st, &st->lane_tx[peer * SHM_LANES + l], i, SHM_CLASSES + l);
+    for (unsigned l = 0; theirs->lanes && l < st->lanes && rc == SHOAL_OK; l++) /* the same count (check_region) */
+        rc = ring_tx_of(st, &st->lane_tx[peer * st->lanes + l], i, SHM_CLASSES + l);
     return rc;
 }
 
@@ -121,12 +128,12 @@ static int find_local(struct shm_state *st)
     return SHOAL_OK;
 }
 
-int shm_init(struct shm_state *st, int rank, int nranks, int lanes)
+int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes)
 {
     memset(st, 0, sizeof *st);
     st->rank = rank;
     st->nranks = nranks;
-    st->lanes = lanes ? SHM_LANES : 0;
+    st->lanes = lanes;
     int rc = find_local(st);
     if (rc)
         return rc;
@@ -137,8 +144,8 @@ int shm_init(struct shm_state *st, int rank, int nranks, int lanes)
     size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
     st->tx = calloc((size_t)nranks * SHM_CLASSES, sizeof *st->tx);
     st->rx = calloc((size_t)n * SHM_CLASSES, sizeof *st->rx);
-    st->lane_tx = calloc((size_t)nranks * SHM_LANES, sizeof *st->lane_tx);
-    st->lane_rx = calloc((size_t)n * SHM_LANES, sizeof *st->lane_rx);
+    st->lane_tx = calloc((size_t)nranks * lanes + 1, sizeof *st->lane_tx); /* + 1: never a NULL for 0 */
+    st->lane_rx = calloc((size_t)n * lanes + 1, sizeof *st->lane_rx);
     if (!st->regions || !sizes || !st->tx || !st->rx || !st->lane_tx || !st->lane_rx)
         return SHOAL_ENOMEM;
     struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
@@ -147,7 +154,7 @@ int shm_init(struct shm_state *st, int rank, int nranks, int lanes)
                                   .total_bytes = st->region_bytes, .owner_pid = getpid(), .lanes = st->lanes};
     rc = mem_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
-        rc = check_region(st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
+        rc = check_region(st, st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
     if (rc)
         return rc;
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
@@ -166,8 +173,8 @@ void shm_fini(struct shm_state *st)
         for (unsigned c = 0; c < SHM_CLASSES; c++)
             ring_tx_fini(&st->tx[(size_t)st->local[i] * SHM_CLASSES + c]);
     for (int i = 0; st->lane_tx && i < st->nlocal; i++)
-        for (unsigned l = 0; l < SHM_LANES; l++)
-            ring_tx_fini(&st->lane_tx[(size_t)st->local[i] * SHM_LANES + l]);
+        for (unsigned l = 0; l < st->lanes; l++)
+            ring_tx_fini(&st->lane_tx[(size_t)st->local[i] * st->lanes + l]);
     free(st->tx);
     free(st->rx);
     free(st->lane_tx);

@@ -14,10 +14,6 @@
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
 #define SHM_LAYOUT_VERSION 4u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
-/* Request rings per sender that one sending thread each owns (a lane:
- * single producer, so no lock), in the inbox of a rank at
- * SHOAL_THREAD_MULTIPLE; other inboxes have none. */
-#define SHM_LANES 4u
 #define SHM_LANES_OFFSET 6272u
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
@@ -33,7 +29,7 @@ struct shm_region_header {
     uint64_t rings_offset;
     uint64_t total_bytes;
     int32_t owner_pid;
-    uint32_t lanes;          /* per sender: SHM_LANES or 0 */
+    uint32_t lanes;          /* per sender: SHOAL_SHM_LANES at MULTIPLE, else 0 */
 };
 
 /* One dissemination-barrier flag, written by one peer per round. */
@@ -63,14 +59,18 @@ struct shm_state {
     int *local;              /* [nlocal]: those ranks, in rank order */
     int *local_index;        /* [nranks]: index in local[], -1 for ranks on other hosts */
     uint32_t ring_slots;
-    uint32_t lanes;          /* in this rank's inbox: SHM_LANES at MULTIPLE, else 0 */
+    /* Request rings per sender that one sending thread each owns (a lane:
+     * single producer, so no lock) in this rank's inbox: SHOAL_SHM_LANES
+     * at SHOAL_THREAD_MULTIPLE, else 0; this rank's threads use as many in
+     * every peer's inbox that has lanes (shm_init checks they agree). */
+    uint32_t lanes;
     void **regions;          /* regions[r]: rank r's inbox, mapped here (NULL: other host) */
     size_t *region_sizes;    /* as mapped (a peer's may differ if misconfigured) */
     size_t region_bytes;     /* this rank's */
     struct ring_tx *tx;      /* [dest * SHM_CLASSES + class]; local dests only */
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
-    struct ring_tx *lane_tx; /* [dest * SHM_LANES + lane]; local dests with lanes only (slots NULL: none) */
-    struct ring_rx *lane_rx; /* [local index * SHM_LANES + lane] */
+    struct ring_tx *lane_tx; /* [dest * lanes + lane]; local dests with lanes only (slots NULL: none) */
+    struct ring_rx *lane_rx; /* [local index * lanes + lane] */
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
@@ -81,8 +81,8 @@ size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes);
 
 /* Collective: creates this rank's inbox, exchanges descriptors, maps the
  * inbox of every peer on this host (boot_rank_local) and validates it. */
-/* lanes: 1 when this rank is at SHOAL_THREAD_MULTIPLE (its inbox has lanes). */
-int shm_init(struct shm_state *st, int rank, int nranks, int lanes);
+/* lanes: per sender in this rank's inbox (0 below SHOAL_THREAD_MULTIPLE). */
+int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes);
 void shm_fini(struct shm_state *st);
 
 /* Rank r's doorbell, in its inbox (r on this host). */

@@ -2,24 +2,29 @@
 #include "util.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
-static uint32_t spin_limit;
+/* Worked out by the first wait, which at MULTIPLE may be two threads' at
+ * once (they compute the same value): relaxed atomics, plain loads on x86. */
+static _Atomic uint32_t spin_limit;
 
 void util_backoff_init(struct util_backoff *b)
 {
-    if (UTIL_UNLIKELY(spin_limit == 0)) {
+    uint32_t limit = atomic_load_explicit(&spin_limit, memory_order_relaxed);
+    if (UTIL_UNLIKELY(limit == 0)) {
         long long cfg = util_config_int(CFG_SPIN);
         if (cfg > 0) {
-            spin_limit = (uint32_t)cfg;
+            limit = (uint32_t)cfg;
         } else {
             long cores = sysconf(_SC_NPROCESSORS_ONLN);
             long long ranks = util_config_int(CFG_SIZE);
-            spin_limit = (ranks > cores && cores > 0) ? 64 : 20000;
+            limit = (ranks > cores && cores > 0) ? 64 : 20000;
         }
+        atomic_store_explicit(&spin_limit, limit, memory_order_relaxed);
     }
     b->spins = 0;
-    b->limit = spin_limit;
+    b->limit = limit;
 }
 
 void util_backoff_slow(struct util_backoff *b)

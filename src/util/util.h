@@ -16,6 +16,7 @@ enum util_cfg_id {
     CFG_STRICT,         /* abort on handler-rule violations */
     CFG_SHM_RING_SLOTS, /* slots per ring */
     CFG_SHM_MEDIUM_MAX, /* largest medium payload */
+    CFG_SHM_LANES,      /* request rings per sender for MULTIPLE's threads */
     CFG_SPIN,           /* spins before yielding in a wait */
     CFG_SEG_SIZE,       /* default segment size for tools/benchmarks */
     CFG_TRANSPORT,      /* transport selection */
@@ -108,6 +109,14 @@ int util_fault_parse(const char *spec, struct util_fault_spec *c, char *err, siz
  * one-sided command that is never split (a 4096-byte FIFO entry, signal
  * datum or z-buffer, RMA_MAX_STRUCT_DATA) on the served path. */
 #define UTIL_MEDIUM_MIN 4096u
+
+/* The most SHOAL_SHM_LANES: each lane adds a request ring per sender to an
+ * inbox, memory that is populated, so 16 lanes make a MULTIPLE rank's inbox
+ * 9 times a lane-less one (18 MiB at 2 ranks with the default rings, up to
+ * 1.1 GiB per host where the default rule holds all rings to 128 MiB), and
+ * a poll walks 16 rings per local sender once a lane is used; more threads
+ * than that sending at once on one host outnumber its cores anyway. */
+#define UTIL_SHM_LANES_MAX 16u
 
 /* ---- sizes --------------------------------------------------------------- */
 /* v rounded up to a multiple of a; SIZE_MAX when that does not fit, which

@@ -9,6 +9,11 @@
  *     0 and waits in shoal_barrier; rank 0 waits in rgn_start_read and
  *     rank 2 in rgn_start_write on that region.
  * Each waits forever: the launcher's --timeout or a signal ends it.
+ *   lane (2 ranks, SHOAL_THREAD_MULTIPLE): rank 0's thread "lane-sender"
+ *     sends requests to rank 1 until its lane is full and waits for room,
+ *     while rank 0's main thread waits in shoal_wait_until; rank 1
+ *     computes without calling shoal.  Whichever of rank 0's threads
+ *     reports names the other's wait too.
  *   slow (2 ranks): no hang: rank 1 computes for 3 s while rank 0 waits in
  *     a barrier, then both finalize; a report asked meanwhile must not
  *     change the job. */
@@ -16,6 +21,7 @@
 #include "shoal.h"
 #include "shoal/crl.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -99,6 +105,32 @@ static void forgotten_end_write(int me)
     crl_exit();
 }
 
+static void computing(void)
+{
+    for (;;) { /* a signal cuts a sleep short */
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void *lane_sender(void *arg)
+{
+    (void)arg;
+    for (;;) /* until the lane is full: then the send waits for room for ever */
+        CHECK_RC(shoal_am_request_short(1, H_GO, 0, 0, NULL), SHOAL_OK);
+    return NULL;
+}
+
+static void lane_full(int me)
+{
+    if (me == 1)
+        computing();
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, lane_sender, NULL) == 0, "pthread_create");
+    pthread_setname_np(th, "lane-sender");
+    shoal_wait_until(&go, 1);
+}
+
 static void slow(int me)
 {
     if (me == 1) {
@@ -114,8 +146,9 @@ static void slow(int me)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl|slow");
-    CHECK_RC(shoal_init(&argc, &argv), SHOAL_OK);
+    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl|lane|slow");
+    int level = !strcmp(argv[1], "lane") ? SHOAL_THREAD_MULTIPLE : SHOAL_THREAD_SINGLE, got;
+    CHECK_RC(shoal_init_thread(&argc, &argv, level, &got), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_REQ, on_req), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_REP, on_rep), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_GO, on_go), SHOAL_OK);
@@ -128,6 +161,8 @@ int main(int argc, char **argv)
         skipped_barrier(me);
     else if (!strcmp(argv[1], "crl"))
         forgotten_end_write(me);
+    else if (!strcmp(argv[1], "lane"))
+        lane_full(me);
     else if (!strcmp(argv[1], "slow"))
         slow(me);
     else

@@ -27,7 +27,17 @@
  *                whole, fail here), and the counts and shoal_stats_get's
  *                requests sent are exact.  TEST_SINGLE_RANK=R: rank R is
  *                at SINGLE and sends from its main thread (no lanes in its
- *                inbox: the others' threads share its request ring)
+ *                inbox: the others' threads share its request ring).
+ *                TEST_INBOX_LANES=L: every inbox mapped is the size of one
+ *                with L lanes per sender
+ *   reinit       MULTIPLE, one process alone (no launcher): threads that
+ *                took lanes live through shoal_finalize and a second
+ *                shoal_init_thread and send again while new threads hold
+ *                every lane; two of them exit then; later threads take the
+ *                lanes exited threads left.  slots' checks per thread and
+ *                cycle, and shoal_stats_get's requests sent per cycle
+ *   lanes_differ MULTIPLE, rank 1 with SHOAL_SHM_LANES=2, the others 4:
+ *                shoal_init_thread fails with SHOAL_EBOOT on every rank
  *   handoff      MULTIPLE, 2 ranks: a thread waits for an answer that rank 1
  *                sends only once rank 0's other thread has asked for it:
  *                the wait must give shoal's lock back between its polls
@@ -291,14 +301,12 @@ static void on_slot(shoal_token_t tok, void *buf, size_t len, const uint64_t *a,
     slot_received++;
 }
 
-/* arg: thread + MAX_THREADS * wave; wave w sends its thread's numbers
- * [2w, 2w + 2) * TEST_COUNT */
-static void *slot_thread(void *arg)
+/* Thread t's messages [from, to) to every rank. */
+static void slot_send(int t, uint64_t from, uint64_t to)
 {
-    int t = (int)(intptr_t)arg % MAX_THREADS, wave = (int)(intptr_t)arg / MAX_THREADS;
     unsigned char buf[SLOT_MAX_BYTES];
     uint64_t w[SHOAL_AM_MAX_ARGS];
-    for (uint64_t n = 2 * (uint64_t)count * (uint64_t)wave; n < 2 * (uint64_t)count * (uint64_t)(wave + 1); n++)
+    for (uint64_t n = from; n < to; n++)
         for (int p = 0; p < np; p++) {
             int dest = (p + me + t) % np;
             size_t len = slot_len(n);
@@ -310,11 +318,46 @@ static void *slot_thread(void *arg)
             else
                 CHECK_RC(shoal_am_request_medium(dest, H_SLOT, 0, buf, len, SHOAL_AM_MAX_ARGS, w), SHOAL_OK);
         }
+}
+
+/* arg: thread + MAX_THREADS * wave; wave w sends its thread's numbers
+ * [2w, 2w + 2) * TEST_COUNT */
+static void *slot_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg % MAX_THREADS, wave = (int)(intptr_t)arg / MAX_THREADS;
+    slot_send(t, 2 * (uint64_t)count * (uint64_t)wave, 2 * (uint64_t)count * (uint64_t)(wave + 1));
     return NULL;
+}
+
+/* TEST_INBOX_LANES=L: every inbox mapped here (/proc/self/maps) is as
+ * large as one with L lanes per sender (docs/SHM_QUEUE.md's geometry, with
+ * SHOAL_SHM_RING_SLOTS slots per ring): SHOAL_SHM_LANES took effect. */
+static void slot_check_inbox(void)
+{
+    int lanes = env_int("TEST_INBOX_LANES", -1);
+    if (lanes < 0)
+        return;
+    size_t k = (size_t)np * (2u + (size_t)lanes), slots = (size_t)env_int("SHOAL_SHM_RING_SLOTS", 0);
+    size_t want = (8192 + k * 128 + 4095) / 4096 * 4096 + k * slots * 64;
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL, "rank %d: cannot read /proc/self/maps", me);
+    char line[512];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (!strstr(line, "shoal-inbox") || sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+            continue;
+        CHECK(hi - lo == want, "rank %d: an inbox of %lu bytes, want %zu (%d lanes per sender)", me, hi - lo, want,
+              lanes);
+        seen++;
+    }
+    fclose(f);
+    CHECK(seen == np, "rank %d: %d inboxes mapped, want %d", me, seen, np);
 }
 
 static void test_slots(void)
 {
+    slot_check_inbox();
     CHECK(np <= 64, "slots runs on at most 64 ranks");
     CHECK_RC(shoal_am_register(H_SLOT, on_slot), SHOAL_OK);
     for (int r = 0; r < np; r++)
@@ -359,6 +402,134 @@ static void test_slots(void)
 }
 
 /* ---- one-sided commands ------------------------------------------------- */
+/* ---- threads that outlive shoal_finalize --------------------------------
+ * One process alone (a job of one rank, which may init again), sending to
+ * itself.  Cycle 1 is wave 0 of on_slot's numbering, cycle 2 wave 1: each
+ * thread's messages in a cycle are checked whole and in order. */
+enum { RE_OLD = 4, RE_NEW = 4, RE_LATE = 2, RE_LAST = 4 }; /* threads 0-3, 4-7, 8-9, 10-13 */
+static _Atomic int re_holding, re_go_old, re_go_new, re_old_done;
+
+static void re_await(_Atomic int *flag, int value)
+{
+    while (atomic_load_explicit(flag, memory_order_acquire) < value)
+        usleep(100); /* bounded by the test's alarm */
+}
+
+/* Threads 0-3: live through both cycles; 0 and 1 send in both, 2 and 3
+ * exit during the second, while the new threads hold every lane. */
+static void *re_old(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    slot_send(t, 0, 2 * (uint64_t)count);
+    atomic_fetch_add_explicit(&re_old_done, 1, memory_order_release); /* out of shoal before finalize */
+    re_await(&re_go_old, 1);
+    if (t < 2)
+        slot_send(t, 2 * (uint64_t)count, 4 * (uint64_t)count);
+    return NULL;
+}
+
+/* Threads 4-7: take their lanes with a first message, hold them while the
+ * old threads send and exit, then send the rest. */
+static void *re_new(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    slot_send(t, 2 * (uint64_t)count, 2 * (uint64_t)count + 1);
+    atomic_fetch_add_explicit(&re_holding, 1, memory_order_release);
+    re_await(&re_go_new, 1);
+    slot_send(t, 2 * (uint64_t)count + 1, 4 * (uint64_t)count);
+    return NULL;
+}
+
+/* The main thread polls until `msgs` more messages ran here; shoal
+ * counted `sent` requests sent since `before`. */
+static void re_expect(uint64_t msgs, uint64_t sent, const struct shoal_stats *before, const char *when)
+{
+    CHECK_RC(shoal_wait_until(&slot_received, msgs), SHOAL_OK);
+    struct shoal_stats now;
+    CHECK_RC(shoal_stats_get(&now), SHOAL_OK);
+    CHECK(now.am_sent[0] - before->am_sent[0] == sent, "%s: shoal_stats_get counts %llu requests sent, want %llu",
+          when, (unsigned long long)(now.am_sent[0] - before->am_sent[0]), (unsigned long long)sent);
+}
+
+static void re_init(void)
+{
+    int got;
+    CHECK_RC(shoal_am_register(H_SLOT, on_slot), SHOAL_OK);
+    CHECK_RC(shoal_init_thread(NULL, NULL, SHOAL_THREAD_MULTIPLE, &got), SHOAL_OK);
+    me = shoal_rank();
+    np = shoal_size();
+    CHECK(np == 1, "reinit runs as one process alone, not under a launcher");
+}
+
+static void re_round(void)
+{
+    nthreads = RE_OLD + RE_NEW + RE_LATE + RE_LAST;
+    memset(slot_next, 0, sizeof slot_next);
+    for (int t = 0; t < MAX_THREADS; t++)
+        slot_next[0][1][t] = 2u * (uint64_t)count;
+    atomic_store(&re_holding, 0);
+    atomic_store(&re_go_old, 0);
+    atomic_store(&re_go_new, 0);
+    atomic_store(&re_old_done, 0);
+    uint64_t each = 2u * (uint64_t)count;
+    pthread_t old[RE_OLD], fresh[RE_NEW], late[RE_LATE], last[RE_LAST];
+    struct shoal_stats s0;
+    re_init();
+    CHECK_RC(shoal_stats_get(&s0), SHOAL_OK);
+    for (int t = 0; t < RE_OLD; t++)
+        CHECK(pthread_create(&old[t], NULL, re_old, (void *)(intptr_t)t) == 0, "pthread_create");
+    re_expect(RE_OLD * each, RE_OLD * each, &s0, "cycle 1");
+    re_await(&re_old_done, RE_OLD);
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+
+    re_init(); /* the old threads still hold the lanes they took in cycle 1 */
+    CHECK_RC(shoal_stats_get(&s0), SHOAL_OK);
+    for (int t = 0; t < RE_NEW; t++)
+        CHECK(pthread_create(&fresh[t], NULL, re_new, (void *)(intptr_t)(RE_OLD + t)) == 0, "pthread_create");
+    re_await(&re_holding, RE_NEW);
+    atomic_store_explicit(&re_go_old, 1, memory_order_release);
+    for (int t = 2; t < RE_OLD; t++) /* their exits must not free lanes of this cycle */
+        pthread_join(old[t], NULL);
+    for (int t = 0; t < RE_LATE; t++)
+        CHECK(pthread_create(&late[t], NULL, slot_thread,
+                             (void *)(intptr_t)(RE_OLD + RE_NEW + t + MAX_THREADS)) == 0, "pthread_create");
+    atomic_store_explicit(&re_go_new, 1, memory_order_release);
+    re_expect((2 + RE_NEW + RE_LATE) * each, (2 + RE_NEW + RE_LATE) * each, &s0, "cycle 2");
+    for (int t = 0; t < 2; t++)
+        pthread_join(old[t], NULL);
+    for (int t = 0; t < RE_NEW; t++)
+        pthread_join(fresh[t], NULL);
+    for (int t = 0; t < RE_LATE; t++)
+        pthread_join(late[t], NULL);
+    /* the lanes the exited threads left are taken again */
+    for (int t = 0; t < RE_LAST; t++)
+        CHECK(pthread_create(&last[t], NULL, slot_thread,
+                             (void *)(intptr_t)(RE_OLD + RE_NEW + RE_LATE + t + MAX_THREADS)) == 0,
+              "pthread_create");
+    for (int t = 0; t < RE_LAST; t++)
+        pthread_join(last[t], NULL);
+    re_expect(RE_LAST * each, (2 + RE_NEW + RE_LATE + RE_LAST) * each, &s0, "cycle 2's last wave");
+    for (int t = 0; t < nthreads; t++) {
+        uint64_t want1 = t < RE_OLD ? each : 0, want2 = t < 2 || t >= RE_OLD ? 2 * each : each;
+        CHECK(slot_next[0][0][t] == want1 && slot_next[0][1][t] == want2,
+              "thread %d sent up to #%llu in cycle 1 and #%llu in cycle 2, want %llu and %llu", t,
+              (unsigned long long)slot_next[0][0][t], (unsigned long long)slot_next[0][1][t],
+              (unsigned long long)want1, (unsigned long long)want2);
+    }
+    CHECK_RC(shoal_finalize(), SHOAL_OK);
+}
+
+/* TEST_ROUNDS rounds: two threads sharing a lane go wrong only when their
+ * sends overlap, which one round may not catch. */
+static void test_reinit(void)
+{
+    int rounds = env_int("TEST_ROUNDS", 5);
+    for (int r = 0; r < rounds; r++)
+        re_round();
+    printf("%d rounds of %d threads across two cycles of init and finalize: every message whole and in its "
+           "thread's order\n", rounds, nthreads);
+}
+
 static shoal_rmem_t *rmem;
 
 /* Segment layout: word 0 the fetch-add counter, then a word per (sender,
@@ -551,6 +722,18 @@ static void test_misuse(void)
     shoal_wait_until(&never, 1); /* never returns: the intruder ends the job */
 }
 
+/* Rank 1 asks for 2 lanes where the others have the default 4: every rank
+ * at MULTIPLE refuses to start (its threads would write past a peer's
+ * lanes, or leave some unread). */
+static void test_lanes_differ(void)
+{
+    int rank = env_int("SHOAL_RANK", -1), got;
+    if (rank == 1)
+        CHECK(setenv("SHOAL_SHM_LANES", "2", 1) == 0, "setenv");
+    CHECK_RC(shoal_init_thread(NULL, NULL, SHOAL_THREAD_MULTIPLE, &got), SHOAL_EBOOT);
+    printf("rank %d: shoal_init refused the other lane count\n", rank);
+}
+
 static void test_provided(int level)
 {
     int got = -1;
@@ -569,7 +752,7 @@ static void test_provided(int level)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|slots|handoff|funneled|serialized");
+    CHECK(argc == 2, "usage: test_levels provided:LEVEL|am|rma|crl|slots|reinit|lanes_differ|handoff|funneled|serialized");
     signal(SIGALRM, on_alarm);
     alarm(TEST_LIMIT_S);
     nthreads = env_int("TEST_THREADS", 3);
@@ -577,6 +760,14 @@ int main(int argc, char **argv)
     CHECK(nthreads >= 1 && nthreads <= MAX_THREADS && count >= 1, "TEST_THREADS 1..%d, TEST_COUNT >= 1",
           MAX_THREADS);
     const char *c = argv[1];
+    if (strcmp(c, "reinit") == 0) {
+        test_reinit();
+        return 0;
+    }
+    if (strcmp(c, "lanes_differ") == 0) {
+        test_lanes_differ();
+        return 0;
+    }
     if (strncmp(c, "provided:", 9) == 0) {
         test_provided(atoi(c + 9));
         return shoal_finalize() == SHOAL_OK ? 0 : 1;
