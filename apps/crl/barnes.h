@@ -24,7 +24,9 @@ struct barnes_body {
 struct barnes_result {
     struct app_time time;      /* mean of the steps after the second (thesis: of 3 and 4) */
     double *energy;            /* [steps + 1]: total energy at each force computation */
-    struct barnes_body *state; /* [bodies], by body index (the same in every run) */
+    double checksum;           /* the sum of every body's final coordinates */
+    struct barnes_body *state; /* [bodies], by body index (the same in every run); NULL:
+                                  not gathered (only --check needs every body on rank 0) */
 };
 
 /* Collective. */
