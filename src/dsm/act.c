@@ -197,7 +197,7 @@ void dsm_act_invalidated(struct dsm_region *r, int in_op)
     r->touches = touches;
 }
 
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int upgrade)
 {
     /* our last flush was wasted: no more until real invalidations say how
      * many uses a copy gets (one more each time took Barnes-Hut's nodes,
@@ -213,7 +213,11 @@ void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
         judged(node, r, SIDE_REMOTE, 1);
     }
     r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
-    r->uses = 0;
+    /* uses count from the data's arrival: a read then a write is two uses
+     * whether the write upgraded the copy or rmw granted it exclusive, so
+     * the last-use count learnt before rmw began still holds after */
+    if (!upgrade)
+        r->uses = 0;
     if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_RMW_UNWRITTEN;
     else if (aux & DSM_ACT_BIT(DSM_ACT_MIGRATORY))
@@ -228,6 +232,8 @@ static enum dsm_act_kind xread_kind(const struct dsm_region *r)
 void dsm_act_written(struct dsm_node *node, struct dsm_region *r)
 {
     node->stats.act_confirmed[xread_kind(r)]++; /* the upgrade it predicted would have been sent now */
+    if (node->assume) /* and acknowledged: the remote's half of what the predictor hears */
+        node->assume(node, r->rid, 0, DSM_RID_HOME(r->rid), COSMOS_UPGRADE_RESP);
     r->act &= (uint8_t)~XREAD_UNWRITTEN;
 }
 
