@@ -74,7 +74,10 @@ static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
  * judged by its own wastes and then by its rank's record on all regions
  * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
  * record alone would stop them), and for dsi, while that record has no
- * confirmation, by the cap on untried actions. */
+ * confirmation, by the cap on untried actions, unless two real
+ * invalidations agreed on the copy's last use (its flush then is the one
+ * that would have been confirmed twice; capped, Water --untuned's remotes
+ * waited a period more for their first outcome). */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
     struct dsm_act_trust *t = trust_of(r, side);
@@ -82,7 +85,8 @@ static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
         return 1;
     if (!trust_allows(t) || !trust_allows(&node->act_trust[side]))
         return 0;
-    return side != SIDE_REMOTE || node->act_trust[side].credit > 0 || untried_allows(&node->act_untried);
+    return side != SIDE_REMOTE || node->act_trust[side].credit > 0 || (r->act & DSM_RACT_DSI_STEADY) ||
+           untried_allows(&node->act_untried);
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)

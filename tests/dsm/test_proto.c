@@ -1280,9 +1280,10 @@ static void act_dsi_upgrade_uses(void)
 
 /* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
  * confirmation yet flushes at most 4 copies whose outcomes are unknown (its
- * exclusive reads are not capped); an outcome frees a place, a confirmation
- * lifts the cap, and when the outcomes never come (the copies never asked
- * for again) 256 declined chances write them off. */
+ * exclusive reads are not capped, nor copies with a steady last use); an
+ * outcome frees a place, a confirmation lifts the cap, and when the
+ * outcomes never come (the copies never asked for again) 256 declined
+ * chances write them off. */
 static unsigned dsi_chances(struct sim *s, struct dsm_region **rs, unsigned n)
 {
     unsigned fired = 0;
@@ -1319,6 +1320,18 @@ static void act_untried_cap(void)
         dsm_act_granted(nd, rs[k], 0, 0);
     CHECK(nd->act_trust[1].credit > 0 && dsi_chances(&s, rs + 8, 32) == 32,
           "untried cap: still capped after the rank's actions were confirmed");
+    sim_fini(&s);
+    /* a region whose last use two real invalidations agreed on is not
+     * capped: its flush is the one that would have been confirmed twice */
+    sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    nd = &s.nodes[1];
+    for (unsigned k = 0; k < 5; k++)
+        rs[k] = dsm_create(nd, SIM_DATA);
+    rs[4]->touches = 1;
+    rs[4]->act |= DSM_RACT_DSI_STEADY;
+    CHECK(dsi_chances(&s, rs, 4) == 4 && !dsm_act_self_invalidate(nd, rs[0]) && dsm_act_self_invalidate(nd, rs[4]),
+          "untried cap: not 4 untried flushes, or a steady region capped");
     sim_fini(&s);
     /* exclusive reads are not capped: a waste costs what a confirmation saves */
     sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
