@@ -38,16 +38,31 @@ static int trust_allows(struct dsm_act_trust *t)
     return 0;
 }
 
-/* The cap on untried actions: while a rank's dsi has no confirmation to
- * its credit, at most UNTRIED_CAP self-invalidations of regions without
- * one of their own are out with no outcome known (tuned Water's first dsi
- * at each rank flushed all 64 copies before any was judged).  Only dsi
- * needs it: its waste costs three times what a confirmation saves, while
- * an exclusive read's costs what it saves, so an untried batch of those
- * can lose no more than it can win.  Each outcome frees a place.  A dsi
- * outcome comes only when the rank is granted the region again, which may
- * be never, so after UNTRIED_EPOCH chances declined by the cap with no
- * news (no outcome, no firing) the outstanding ones are written off. */
+/* The action fires: a suspended one's retry is spent, and the next waits
+ * as many chances again whenever the retry's outcome comes.  A retry's
+ * outcome may come a period later (a push is judged at the next write),
+ * and until then every chance was a retry: Water --untuned at 4 ranks
+ * pushed 190 times with none confirmed (the other ranks' force additions
+ * recall the pushed copies before their readers read). */
+static void trust_retried(struct dsm_act_trust *t)
+{
+    if (t->credit <= -TRUST_MARGIN)
+        t->skip = (uint8_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit));
+}
+
+/* The cap on untried actions: while a rank's dsi (push) has no
+ * confirmation to its credit, at most UNTRIED_CAP self-invalidations
+ * (pushes) of regions without one of their own are out with no outcome
+ * known (tuned Water's first dsi at each rank flushed all 64 copies before
+ * any was judged; Water --untuned at 4 ranks pushed 160-190 copies, none
+ * read, before the first push was judged at its home's next write).  Only
+ * dsi and push need it: a waste of either costs three times what a
+ * confirmation saves, while an exclusive read's costs what it saves, so an
+ * untried batch of those can lose no more than it can win.  Each outcome
+ * frees a place.  A dsi outcome comes only when the rank is granted the
+ * region again, which may be never, so after UNTRIED_EPOCH chances
+ * declined by the cap with no news (no outcome, no firing) the outstanding
+ * ones are written off. */
 #define UNTRIED_CAP 4
 #define UNTRIED_EPOCH 256
 
@@ -80,13 +95,17 @@ static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
  * waited a period more for their first outcome). */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
-    struct dsm_act_trust *t = trust_of(r, side);
+    struct dsm_act_trust *t = trust_of(r, side), *rank = &node->act_trust[side];
     if (t->credit > 0)
         return 1;
-    if (!trust_allows(t) || !trust_allows(&node->act_trust[side]))
+    if (!trust_allows(t) || !trust_allows(rank))
         return 0;
-    return side != SIDE_REMOTE || node->act_trust[side].credit > 0 || (r->act & DSM_RACT_DSI_STEADY) ||
-           untried_allows(&node->act_untried);
+    if (side != SIDE_HOME && rank->credit <= 0 && !(side == SIDE_REMOTE && (r->act & DSM_RACT_DSI_STEADY)) &&
+        !untried_allows(&node->act_untried[side]))
+        return 0;
+    trust_retried(t);
+    trust_retried(rank);
+    return 1;
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)
@@ -138,9 +157,10 @@ static void judged(struct dsm_node *node, struct dsm_region *r, int side, int co
 {
     static const int weight_of[] = {[SIDE_HOME] = WASTE_XREAD, [SIDE_REMOTE] = WASTE_DSI, [SIDE_PUSH] = WASTE_PUSH};
     int weight = weight_of[side];
-    if (side == SIDE_REMOTE) { /* news: a place in the cap frees, the epoch restarts */
-        node->act_untried.out = (uint16_t)(node->act_untried.out - (node->act_untried.out > 0));
-        node->act_untried.declined = 0;
+    if (side != SIDE_HOME) { /* news: a place in the cap frees, the epoch restarts */
+        struct dsm_act_untried *u = &node->act_untried[side];
+        u->out = (uint16_t)(u->out - (u->out > 0));
+        u->declined = 0;
     }
     if (confirmed) {
         trust_confirmed(trust_of(r, side));

@@ -1228,6 +1228,23 @@ static void act_throttle(void)
     sim_fini(&s);
 }
 
+/* A suspended action's retry is spent when it fires: with its outcome not
+ * known yet (a push's comes at the next write), the next retry still
+ * waits its chances, instead of every chance until then firing. */
+static void act_retry_late(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_region *r = sim_region(&s, 0, 0);
+    r->trust = (struct dsm_act_trust){.credit = -2, .skip = 2}; /* suspended at the first level */
+    uint32_t fired = 0;
+    for (unsigned k = 0; k < 12; k++)
+        fired |= (uint32_t)dsm_act_exclusive_read(&s.nodes[0], r, 1, DSM_ACT_RMW) << k;
+    CHECK(fired == 0x924, "retry: fired at chances %#x with no outcome, not every third (0x924)", fired);
+    sim_fini(&s);
+}
+
 /* dsi's last-use count is trusted once two real invalidations agree on it:
  * before the first one the prediction alone decides; after a waste, two
  * are needed again, and then the throttle lets 2 chances pass at the
@@ -1279,8 +1296,9 @@ static void act_dsi_upgrade_uses(void)
 }
 
 /* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
- * confirmation yet flushes at most 4 copies whose outcomes are unknown (its
- * exclusive reads are not capped, nor copies with a steady last use); an
+ * confirmation yet flushes (pushes) at most 4 copies whose outcomes are
+ * unknown (its exclusive reads are not capped, nor copies with a steady
+ * last use); an
  * outcome frees a place, a confirmation lifts the cap, and when the
  * outcomes never come (the copies never asked for again) 256 declined
  * chances write them off. */
@@ -1321,6 +1339,16 @@ static void act_untried_cap(void)
     CHECK(nd->act_trust[1].credit > 0 && dsi_chances(&s, rs + 8, 32) == 32,
           "untried cap: still capped after the rank's actions were confirmed");
     sim_fini(&s);
+    /* pushes are capped the same way, apart from dsi's places */
+    sim_act = DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    fired = 0;
+    for (unsigned k = 0; k < 32; k++)
+        fired += (unsigned)dsm_act_push(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1);
+    CHECK(fired == 4 && s.nodes[0].stats.act_throttled[DSM_ACT_PUSH] == 28 &&
+              dsm_act_self_invalidate(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA)),
+          "untried cap: %u of 32 untried pushes, not 4, or dsi capped by them", fired);
+    sim_fini(&s);
     /* a region whose last use two real invalidations agreed on is not
      * capped: its flush is the one that would have been confirmed twice */
     sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
@@ -1347,6 +1375,7 @@ static void actions(void)
 {
     act_throttle();
     act_untried_cap();
+    act_retry_late();
     act_dsi_steady();
     act_dsi_upgrade_uses();
     act_rmw();
@@ -1358,9 +1387,9 @@ static void actions(void)
     act_push_crossed();
     act_push_timing();
     sim_act = 0;
-    printf("actions: the throttle, the cap on untried actions, dsi's steady count, its uses across an upgrade, rmw, "
-           "its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears and push (read, crossed "
-           "by its reader's request, its timing) passed\n");
+    printf("actions: the throttle, the cap on untried actions, a late retry, dsi's steady count, its uses across an "
+           "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears and push "
+           "(read, crossed by its reader's request, its timing) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
