@@ -88,11 +88,12 @@ static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
  * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
- * record alone would stop them), and for dsi, while that record has no
- * confirmation, by the cap on untried actions, unless two real
- * invalidations agreed on the copy's last use (its flush then is the one
- * that would have been confirmed twice; capped, Water --untuned's remotes
- * waited a period more for their first outcome). */
+ * record alone would stop them), and for dsi and push, while that record
+ * has no confirmation, by the cap on untried actions.  Not even a dsi
+ * whose last-use count two real invalidations agreed on is spared: tuned
+ * Water's owner reading its molecule between a remote's copy and its force
+ * addition, or not, by the order of the ranks, gave all 64 copies a
+ * steady count of one use, and all 64 flushes were wasted. */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
     struct dsm_act_trust *t = trust_of(r, side), *rank = &node->act_trust[side];
@@ -100,8 +101,7 @@ static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
         return 1;
     if (!trust_allows(t) || !trust_allows(rank))
         return 0;
-    if (side != SIDE_HOME && rank->credit <= 0 && !(side == SIDE_REMOTE && (r->act & DSM_RACT_DSI_STEADY)) &&
-        !untried_allows(&node->act_untried[side]))
+    if (side != SIDE_HOME && rank->credit <= 0 && !untried_allows(&node->act_untried[side]))
         return 0;
     trust_retried(t);
     trust_retried(rank);

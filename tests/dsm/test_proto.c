@@ -1297,8 +1297,7 @@ static void act_dsi_upgrade_uses(void)
 
 /* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
  * confirmation yet flushes (pushes) at most 4 copies whose outcomes are
- * unknown (its exclusive reads are not capped, nor copies with a steady
- * last use); an
+ * unknown (its exclusive reads are not capped); an
  * outcome frees a place, a confirmation lifts the cap, and when the
  * outcomes never come (the copies never asked for again) 256 declined
  * chances write them off. */
@@ -1348,18 +1347,6 @@ static void act_untried_cap(void)
     CHECK(fired == 4 && s.nodes[0].stats.act_throttled[DSM_ACT_PUSH] == 28 &&
               dsm_act_self_invalidate(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA)),
           "untried cap: %u of 32 untried pushes, not 4, or dsi capped by them", fired);
-    sim_fini(&s);
-    /* a region whose last use two real invalidations agreed on is not
-     * capped: its flush is the one that would have been confirmed twice */
-    sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
-    sim_init(&s, 2, 2, 0);
-    nd = &s.nodes[1];
-    for (unsigned k = 0; k < 5; k++)
-        rs[k] = dsm_create(nd, SIM_DATA);
-    rs[4]->touches = 1;
-    rs[4]->act |= DSM_RACT_DSI_STEADY;
-    CHECK(dsi_chances(&s, rs, 4) == 4 && !dsm_act_self_invalidate(nd, rs[0]) && dsm_act_self_invalidate(nd, rs[4]),
-          "untried cap: not 4 untried flushes, or a steady region capped");
     sim_fini(&s);
     /* exclusive reads are not capped: a waste costs what a confirmation saves */
     sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
