@@ -38,16 +38,31 @@ static int trust_allows(struct dsm_act_trust *t)
     return 0;
 }
 
-/* The cap on untried actions: while a rank's dsi has no confirmation to
- * its credit, at most UNTRIED_CAP self-invalidations of regions without
- * one of their own are out with no outcome known (tuned Water's first dsi
- * at each rank flushed all 64 copies before any was judged).  Only dsi
- * needs it: its waste costs three times what a confirmation saves, while
- * an exclusive read's costs what it saves, so an untried batch of those
- * can lose no more than it can win.  Each outcome frees a place.  A dsi
- * outcome comes only when the rank is granted the region again, which may
- * be never, so after UNTRIED_EPOCH chances declined by the cap with no
- * news (no outcome, no firing) the outstanding ones are written off. */
+/* The action fires: a suspended one's retry is spent, and the next waits
+ * as many chances again whenever the retry's outcome comes.  A retry's
+ * outcome may come a period later (a push is judged at the next write),
+ * and until then every chance was a retry: Water --untuned at 4 ranks
+ * pushed 190 times with none confirmed (the other ranks' force additions
+ * recall the pushed copies before their readers read). */
+static void trust_retried(struct dsm_act_trust *t)
+{
+    if (t->credit <= -TRUST_MARGIN)
+        t->skip = (uint8_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit));
+}
+
+/* The cap on untried actions: while a rank's dsi (push) has no
+ * confirmation to its credit, at most UNTRIED_CAP self-invalidations
+ * (pushes) of regions without one of their own are out with no outcome
+ * known (tuned Water's first dsi at each rank flushed all 64 copies before
+ * any was judged; Water --untuned at 4 ranks pushed 160-190 copies, none
+ * read, before the first push was judged at its home's next write).  Only
+ * dsi and push need it: a waste of either costs three times what a
+ * confirmation saves, while an exclusive read's costs what it saves, so an
+ * untried batch of those can lose no more than it can win.  Each outcome
+ * frees a place.  A dsi outcome comes only when the rank is granted the
+ * region again, which may be never, so after UNTRIED_EPOCH chances
+ * declined by the cap with no news (no outcome, no firing) the outstanding
+ * ones are written off. */
 #define UNTRIED_CAP 4
 #define UNTRIED_EPOCH 256
 
@@ -73,16 +88,24 @@ static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
 /* A region with confirmations to its credit decides alone; one without is
  * judged by its own wastes and then by its rank's record on all regions
  * (Barnes-Hut wastes most regions' exclusive reads once, so no region's
- * record alone would stop them), and for dsi, while that record has no
- * confirmation, by the cap on untried actions. */
+ * record alone would stop them), and for dsi and push, while that record
+ * has no confirmation, by the cap on untried actions.  Not even a dsi
+ * whose last-use count two real invalidations agreed on is spared: tuned
+ * Water's owner reading its molecule between a remote's copy and its force
+ * addition, or not, by the order of the ranks, gave all 64 copies a
+ * steady count of one use, and all 64 flushes were wasted. */
 static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
 {
-    struct dsm_act_trust *t = trust_of(r, side);
+    struct dsm_act_trust *t = trust_of(r, side), *rank = &node->act_trust[side];
     if (t->credit > 0)
         return 1;
-    if (!trust_allows(t) || !trust_allows(&node->act_trust[side]))
+    if (!trust_allows(t) || !trust_allows(rank))
         return 0;
-    return side != SIDE_REMOTE || node->act_trust[side].credit > 0 || untried_allows(&node->act_untried);
+    if (side != SIDE_HOME && rank->credit <= 0 && !untried_allows(&node->act_untried[side]))
+        return 0;
+    trust_retried(t);
+    trust_retried(rank);
+    return 1;
 }
 
 static void trust_confirmed(struct dsm_act_trust *t)
@@ -134,9 +157,10 @@ static void judged(struct dsm_node *node, struct dsm_region *r, int side, int co
 {
     static const int weight_of[] = {[SIDE_HOME] = WASTE_XREAD, [SIDE_REMOTE] = WASTE_DSI, [SIDE_PUSH] = WASTE_PUSH};
     int weight = weight_of[side];
-    if (side == SIDE_REMOTE) { /* news: a place in the cap frees, the epoch restarts */
-        node->act_untried.out = (uint16_t)(node->act_untried.out - (node->act_untried.out > 0));
-        node->act_untried.declined = 0;
+    if (side != SIDE_HOME) { /* news: a place in the cap frees, the epoch restarts */
+        struct dsm_act_untried *u = &node->act_untried[side];
+        u->out = (uint16_t)(u->out - (u->out > 0));
+        u->declined = 0;
     }
     if (confirmed) {
         trust_confirmed(trust_of(r, side));
@@ -197,7 +221,7 @@ void dsm_act_invalidated(struct dsm_region *r, int in_op)
     r->touches = touches;
 }
 
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int upgrade)
 {
     /* our last flush was wasted: no more until real invalidations say how
      * many uses a copy gets (one more each time took Barnes-Hut's nodes,
@@ -213,7 +237,11 @@ void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux)
         judged(node, r, SIDE_REMOTE, 1);
     }
     r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
-    r->uses = 0;
+    /* uses count from the data's arrival: a read then a write is two uses
+     * whether the write upgraded the copy or rmw granted it exclusive, so
+     * the last-use count learnt before rmw began still holds after */
+    if (!upgrade)
+        r->uses = 0;
     if (aux & DSM_ACT_BIT(DSM_ACT_RMW))
         r->act |= DSM_RACT_RMW_UNWRITTEN;
     else if (aux & DSM_ACT_BIT(DSM_ACT_MIGRATORY))
@@ -228,6 +256,8 @@ static enum dsm_act_kind xread_kind(const struct dsm_region *r)
 void dsm_act_written(struct dsm_node *node, struct dsm_region *r)
 {
     node->stats.act_confirmed[xread_kind(r)]++; /* the upgrade it predicted would have been sent now */
+    if (node->assume) /* and acknowledged: the remote's half of what the predictor hears */
+        node->assume(node, r->rid, 0, DSM_RID_HOME(r->rid), COSMOS_UPGRADE_RESP);
     r->act &= (uint8_t)~XREAD_UNWRITTEN;
 }
 

@@ -23,8 +23,9 @@ int dsm_act_exclusive_read(struct dsm_node *node, struct dsm_region *r, uint32_t
  * invalidation is predicted for it next and this was its last use? */
 int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r);
 
-/* Remote: a grant arrived; aux is the grant's. */
-void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux);
+/* Remote: a grant arrived; aux is the grant's; upgrade: it upgrades the
+ * copy held (MsgModifyAck(Data)), whose uses go on counting. */
+void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int upgrade);
 
 /* Remote: an invalidation arrived for the current copy (in_op: during an
  * operation on it). */

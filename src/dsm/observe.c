@@ -69,12 +69,32 @@ static int is_home(const struct dsm_node *node, dsm_rid_t rid)
     return DSM_RID_HOME(rid) == node->rank;
 }
 
+/* The type of the message an action's message stands for (docs/COSMOS.md,
+ * "What the predictor hears"): an exclusive grant for a read is the read's
+ * grant (its upgrade's ack is assumed when the write comes, act.c), a
+ * self-invalidating flush the invalidation's ack.  The acting side assumes
+ * the message it made unnecessary; this is the other side's half, so that
+ * neither side's stream changes when an action starts and what was learnt
+ * before it still predicts (else Water --untuned relearnt each side's
+ * pattern after each action began, for about 8 of its first 10 steps). */
+static unsigned stand_in(const struct dsm_msg *m, unsigned type)
+{
+    if (m->type == DSM_MSG_EXCLUSIVE_ACK_DATA &&
+        (m->aux & (DSM_ACT_BIT(DSM_ACT_RMW) | DSM_ACT_BIT(DSM_ACT_MIGRATORY))))
+        return COSMOS_GET_RO_RESP;
+    if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI) && (m->type == DSM_MSG_FLUSH || m->type == DSM_MSG_FLUSH_DATA))
+        return m->type == DSM_MSG_FLUSH ? COSMOS_INVAL_RO_RESP : COSMOS_INVAL_RW_RESP;
+    return type;
+}
+
 void dsm_observe_msg(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     struct dsm_observer *o = node->observer;
     unsigned type = dsm_cosmos_type(m->type);
     if (!type)
         return;
+    if (m->aux)
+        type = stand_in(m, type);
     int home = is_home(node, m->rid);
     struct cosmos_rec rec = {
         .block = m->rid,

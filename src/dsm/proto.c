@@ -685,7 +685,7 @@ static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const str
 {
     if (r && r->state == DSM_REMOTE_INVALID && m->version > r->version) {
         take_data(r, m);
-        dsm_act_granted(node, r, m->aux);
+        dsm_act_granted(node, r, m->aux, 0);
         r->version = m->version;
         r->state = DSM_REMOTE_SHARED;
         r->pushed = 1;
@@ -716,7 +716,7 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
     }
     take_data(r, m);
     if (node->act)
-        dsm_act_granted(node, r, m->aux);
+        dsm_act_granted(node, r, m->aux, upgrade);
     r->version = m->version;
     r->released = 0; /* an upgrade: the home has answered after our release */
     /* a read may be answered exclusive (D11): the copy is modified, being read */

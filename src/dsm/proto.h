@@ -153,10 +153,11 @@ struct dsm_act_trust {
     uint8_t skip;
 };
 
-/* A rank's self-invalidations out with no outcome known yet, while its
- * dsi has no confirmation (dsm/act.c, docs/COSMOS.md "Throttling": the cap
- * on untried actions): out how many, declined the chances refused since
- * the last news, which write them off after an epoch. */
+/* A rank's self-invalidations (or pushes) out with no outcome known yet,
+ * while its dsi (push) has no confirmation (dsm/act.c, docs/COSMOS.md
+ * "Throttling": the cap on untried actions): out how many, declined the
+ * chances refused since the last news, which write them off after an
+ * epoch. */
 struct dsm_act_untried {
     uint16_t out;
     uint16_t declined;
@@ -315,7 +316,7 @@ struct dsm_node {
      * a home), of its dsi (as a remote) and of its pushes (as a home), over
      * its regions (dsm/act.c) */
     struct dsm_act_trust act_trust[3];
-    struct dsm_act_untried act_untried; /* dsi's cap on untried actions (dsm/act.c) */
+    struct dsm_act_untried act_untried[3]; /* the caps on untried dsi and push, by act_trust's index (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX

@@ -455,9 +455,10 @@ uint64_t sim_hash(const struct sim *s)
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
         const struct dsm_node *nd = &s->nodes[n];
-        for (unsigned i = 0; i < 3; i++)
+        for (unsigned i = 0; i < 3; i++) {
             h = mix(h, (uint8_t)nd->act_trust[i].credit | (uint64_t)nd->act_trust[i].skip << 8);
-        h = mix(h, nd->act_untried.out | (uint64_t)nd->act_untried.declined << 16);
+            h = mix(h, nd->act_untried[i].out | (uint64_t)nd->act_untried[i].declined << 16);
+        }
         if (nd->ask_rid != DSM_NO_RID) /* a map or delete in progress; its leftovers mean nothing after */
             h = mix(mix(h, (uint64_t)(nd->ask_reply + 1) | nd->ask_rid << 2), nd->map_version);
         for (unsigned k = 0; k < s->nregions; k++)

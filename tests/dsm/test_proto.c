@@ -15,6 +15,7 @@
  * Cosmos actions on (sim_act: taken wherever legal) */
 #include "sim.h"
 #include "dsm/act.h"
+#include "dsm/observe.h"
 #include "util/util.h"
 #include "../common/check.h"
 
@@ -1016,6 +1017,73 @@ static void act_dsi(void)
     finish(&s);
 }
 
+/* What each side's predictor hears (docs/COSMOS.md, "What the predictor
+ * hears"): the types of the messages a node received, or was offered as
+ * if received, in order. */
+struct heard {
+    unsigned type[8], n;
+};
+static struct heard heard[2];
+
+static void hear(unsigned node, unsigned type)
+{
+    struct heard *h = &heard[node];
+    if (h->n < sizeof h->type / sizeof h->type[0])
+        h->type[h->n++] = type;
+}
+
+static void heard_msg(void *ctx, const struct cosmos_rec *rec, struct cosmos_blk *blk)
+{
+    (void)blk;
+    hear((unsigned)(uintptr_t)ctx, rec->type);
+}
+
+static void heard_assumed(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type)
+{
+    (void)rid, (void)home, (void)sender;
+    hear(node->rank, type);
+}
+
+static int heard_is(unsigned node, const unsigned *want, unsigned n)
+{
+    return heard[node].n == n && memcmp(heard[node].type, want, n * sizeof *want) == 0;
+}
+
+/* rmw and dsi on one read-modify-write: both sides hear the stream they
+ * would without actions (the home its reader's upgrade and the ack of its
+ * invalidation, the remote the read's grant, the upgrade's ack and the
+ * invalidation), whichever side acted, so that a pattern learnt before the
+ * actions began still predicts them. */
+static void act_heard(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW) | DSM_ACT_BIT(DSM_ACT_DSI);
+    scenario(&s, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), W(0)}},
+             (unsigned[SIM_MAX_NODES]){1, 2});
+    struct dsm_observer obs[2];
+    memset(heard, 0, sizeof heard);
+    for (unsigned n = 0; n < 2; n++) {
+        obs[n] = (struct dsm_observer){.fn = heard_msg, .ctx = (void *)(uintptr_t)n};
+        s.nodes[n].observer = &obs[n];
+        s.nodes[n].assume = heard_assumed;
+    }
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
+    sim_step(&s, 1); /* the write: a hit */
+    sim_step(&s, 1); /* its end: the self-invalidation */
+    sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    static const unsigned home[] = {COSMOS_GET_RO_REQ, COSMOS_UPGRADE_REQ, COSMOS_INVAL_RW_RESP};
+    static const unsigned remote[] = {COSMOS_GET_RO_RESP, COSMOS_UPGRADE_RESP, COSMOS_INVAL_RW_REQ};
+    CHECK(heard_is(0, home, 3) && heard_is(1, remote, 3),
+          "heard: the home %u types (%u %u %u), the remote %u (%u %u %u); expected %u %u %u and %u %u %u",
+          heard[0].n, heard[0].type[0], heard[0].type[1], heard[0].type[2], heard[1].n, heard[1].type[0],
+          heard[1].type[1], heard[1].type[2], home[0], home[1], home[2], remote[0], remote[1], remote[2]);
+    for (unsigned n = 0; n < 2; n++)
+        s.nodes[n].observer = NULL;
+    finish(&s);
+}
+
 /* Node 1 reads, then the home writes (invalidating node 1's copy) and its
  * write's end pushes the new data to node 1, whose read is predicted. */
 static void push_after_write(struct sim *s)
@@ -1160,6 +1228,23 @@ static void act_throttle(void)
     sim_fini(&s);
 }
 
+/* A suspended action's retry is spent when it fires: with its outcome not
+ * known yet (a push's comes at the next write), the next retry still
+ * waits its chances, instead of every chance until then firing. */
+static void act_retry_late(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_region *r = sim_region(&s, 0, 0);
+    r->trust = (struct dsm_act_trust){.credit = -2, .skip = 2}; /* suspended at the first level */
+    uint32_t fired = 0;
+    for (unsigned k = 0; k < 12; k++)
+        fired |= (uint32_t)dsm_act_exclusive_read(&s.nodes[0], r, 1, DSM_ACT_RMW) << k;
+    CHECK(fired == 0x924, "retry: fired at chances %#x with no outcome, not every third (0x924)", fired);
+    sim_fini(&s);
+}
+
 /* dsi's last-use count is trusted once two real invalidations agree on it:
  * before the first one the prediction alone decides; after a waste, two
  * are needed again, and then the throttle lets 2 chances pass at the
@@ -1172,14 +1257,14 @@ static void act_dsi_steady(void)
     struct dsm_node *nd = &s.nodes[1];
     struct dsm_region *r = sim_region(&s, 1, 1); /* act.c's rule alone: the copy's protocol state is proto.c's */
     CHECK(dsm_act_self_invalidate(nd, r), "dsi: a copy never invalidated was not flushed at its first use");
-    dsm_act_granted(nd, r, DSM_ACT_BIT(DSM_ACT_DSI)); /* judged wasted */
+    dsm_act_granted(nd, r, DSM_ACT_BIT(DSM_ACT_DSI), 0); /* judged wasted */
     uint32_t fired = 0;
     for (unsigned copy = 0; copy < 7; copy++) {
         for (unsigned use = 0; use < 3; use++)
             fired |= (uint32_t)dsm_act_self_invalidate(nd, r) << (copy * 4 + use);
         if (!(fired >> copy * 4 & 7))
             dsm_act_invalidated(r, 0); /* a real one after three uses */
-        dsm_act_granted(nd, r, 0);
+        dsm_act_granted(nd, r, 0, 0);
     }
     /* copy 0: the count unknown after the waste; 1: learnt, not yet steady;
      * 2-5: steady, throttled; 6: the retry, at the third use */
@@ -1189,11 +1274,33 @@ static void act_dsi_steady(void)
     sim_fini(&s);
 }
 
+/* An upgrade keeps the copy's uses counting: a read then a write is two
+ * uses whether the write upgraded the copy or rmw granted it exclusive, so
+ * the last-use count learnt before rmw began holds after. */
+static void act_dsi_upgrade_uses(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_node *nd = &s.nodes[1];
+    struct dsm_region *r = sim_region(&s, 1, 1); /* act.c's rule alone, as in act_dsi_steady */
+    r->touches = 5; /* a count learnt and steady, so that neither use flushes */
+    r->act |= DSM_RACT_DSI_STEADY;
+    dsm_act_granted(nd, r, 0, 0); /* the read's grant */
+    (void)dsm_act_self_invalidate(nd, r);
+    dsm_act_granted(nd, r, 0, 1); /* the write's upgrade */
+    (void)dsm_act_self_invalidate(nd, r);
+    dsm_act_invalidated(r, 0);
+    CHECK(r->touches == 2, "dsi: a read and an upgraded write counted %u uses, not 2", r->touches);
+    sim_fini(&s);
+}
+
 /* The cap on untried actions (docs/COSMOS.md "Throttling"): a rank with no
- * confirmation yet flushes at most 4 copies whose outcomes are unknown (its
- * exclusive reads are not capped); an outcome frees a place, a confirmation
- * lifts the cap, and when the outcomes never come (the copies never asked
- * for again) 256 declined chances write them off. */
+ * confirmation yet flushes (pushes) at most 4 copies whose outcomes are
+ * unknown (its exclusive reads are not capped); an
+ * outcome frees a place, a confirmation lifts the cap, and when the
+ * outcomes never come (the copies never asked for again) 256 declined
+ * chances write them off. */
 static unsigned dsi_chances(struct sim *s, struct dsm_region **rs, unsigned n)
 {
     unsigned fired = 0;
@@ -1221,15 +1328,25 @@ static void act_untried_cap(void)
         CHECK(++declined < 300, "untried cap: still blocked after %u chances with no outcome", declined);
     CHECK(declined == 255, "untried cap: written off at declined chance %u, not 256", declined + 1);
     CHECK(dsi_chances(&s, rs + 8, 56) == 3, "untried cap: not 4 untried flushes after the write-off");
-    dsm_act_granted(nd, rs[0], DSM_ACT_BIT(DSM_ACT_DSI)); /* one wasted: one place free */
+    dsm_act_granted(nd, rs[0], DSM_ACT_BIT(DSM_ACT_DSI), 0); /* one wasted: one place free */
     /* the waste also suspended the rank (weight 3): 2 chances pass, then the retry */
     CHECK(dsi_chances(&s, rs + 8, 56) == 1, "untried cap: a wasted outcome did not free exactly one place");
     /* confirmations that bring the rank's standing above 0 (the waste
      * suspended it at -2) lift the cap */
     for (unsigned k = 1; k <= 3; k++)
-        dsm_act_granted(nd, rs[k], 0);
+        dsm_act_granted(nd, rs[k], 0, 0);
     CHECK(nd->act_trust[1].credit > 0 && dsi_chances(&s, rs + 8, 32) == 32,
           "untried cap: still capped after the rank's actions were confirmed");
+    sim_fini(&s);
+    /* pushes are capped the same way, apart from dsi's places */
+    sim_act = DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_DSI);
+    sim_init(&s, 2, 2, 0);
+    fired = 0;
+    for (unsigned k = 0; k < 32; k++)
+        fired += (unsigned)dsm_act_push(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1);
+    CHECK(fired == 4 && s.nodes[0].stats.act_throttled[DSM_ACT_PUSH] == 28 &&
+              dsm_act_self_invalidate(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA)),
+          "untried cap: %u of 32 untried pushes, not 4, or dsi capped by them", fired);
     sim_fini(&s);
     /* exclusive reads are not capped: a waste costs what a confirmation saves */
     sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
@@ -1245,17 +1362,21 @@ static void actions(void)
 {
     act_throttle();
     act_untried_cap();
+    act_retry_late();
     act_dsi_steady();
+    act_dsi_upgrade_uses();
     act_rmw();
     act_rmw_wasted();
     act_migratory();
     act_dsi();
+    act_heard();
     act_push();
     act_push_crossed();
     act_push_timing();
     sim_act = 0;
-    printf("actions: the throttle, the cap on untried actions, dsi's steady count, rmw, its misprediction, "
-           "migratory, dsi (confirmed and wasted) and push (read, crossed by its reader's request, its timing) passed\n");
+    printf("actions: the throttle, the cap on untried actions, a late retry, dsi's steady count, its uses across an "
+           "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears and push "
+           "(read, crossed by its reader's request, its timing) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
