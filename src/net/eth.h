@@ -20,8 +20,8 @@ struct eth_endpoint {
 struct eth_ring {
     unsigned char *map; /* NULL: no ring, receives use recvmmsg */
     size_t bytes;
-    unsigned block_size, frame_size, frames;
-    unsigned next; /* the frame the kernel fills after the last one read */
+    unsigned block_size, per_block, frame_size, frames;
+    unsigned next; /* the next frame to read */
 };
 
 struct eth_sock {
@@ -41,12 +41,15 @@ struct eth_frame {
 
 extern const struct eth_endpoint eth_broadcast;
 
+/* SHOAL_ETH_RING: 0, auto (where the interface's frames are small enough), 1. */
+enum eth_ring_mode { ETH_RING_OFF, ETH_RING_AUTO, ETH_RING_ON };
+
 /* Opens the socket on interface `name` (an interface name only: raw frames
- * have no addresses to match); with `ring`, receives through a ring of
- * about sockbuf bytes, or by recvmmsg (logged) where the kernel refuses
- * one.  Frames leave without the interface's queueing discipline
+ * have no addresses to match); as `ring` says, receives through a ring of
+ * about sockbuf bytes, else, or where the kernel refuses one (logged), by
+ * recvmmsg.  Frames leave without the interface's queueing discipline
  * (PACKET_QDISC_BYPASS, where the kernel has it). */
-int eth_open(struct eth_sock *s, const char *name, int sockbuf, int ring);
+int eth_open(struct eth_sock *s, const char *name, int sockbuf, enum eth_ring_mode ring);
 void eth_close(struct eth_sock *s);
 /* Drops in the kernel the frames this rank sent that come back in: on
  * loopback every frame enters again, to every socket on the interface, the

@@ -764,7 +764,9 @@ static int open_carriers(const char *transport, struct net_addr *me)
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
     if (strcmp(transport, "eth") == 0) {
         const char *name = iface[0] ? iface : net.udp.ifname;
-        rc = eth_open(&net.eth, name, sockbuf, strcmp(util_config_str(CFG_ETH_RING), "auto") == 0);
+        const char *ring = util_config_str(CFG_ETH_RING);
+        rc = eth_open(&net.eth, name, sockbuf,
+                      strcmp(ring, "auto") == 0 ? ETH_RING_AUTO : strcmp(ring, "1") == 0 ? ETH_RING_ON : ETH_RING_OFF);
         if (rc == SHOAL_OK) {
             me->has_eth = 1;
             memcpy(me->mac, net.eth.self.mac, 6);

@@ -99,16 +99,20 @@ static void ring_take(const unsigned char *pkt, size_t len)
 }
 
 /* Rounds of N frames from a reach c's ring whole and in order; c's ring has
- * 256 frames, so the later rounds use the frames the earlier ones gave
- * back.  The first round's first frame wakes a poll of c's socket. */
+ * 1024 frames, so the later rounds use the frames the earlier ones gave
+ * back.  The first round's first frame wakes a poll of c's socket.
+ * Loopback's 64 KiB frames get a ring only when asked for. */
 static void test_ring(struct eth_sock *a)
 {
     struct eth_sock c;
-    CHECK_RC(eth_open(&c, "lo", 1 << 16, 1), SHOAL_OK);
-    CHECK(c.ring.map && c.ring.frames == 256, "no ring of 256 frames (%u)", c.ring.frames);
+    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_AUTO), SHOAL_OK);
+    CHECK(!c.ring.map, "a ring of %u frames of %u bytes", c.ring.frames, c.ring.frame_size);
+    eth_close(&c);
+    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_ON), SHOAL_OK);
+    CHECK(c.ring.map && c.ring.frames == 1024, "no ring of 1024 frames (%u)", c.ring.frames);
     static unsigned char out[N][128];
     struct eth_frame tx[N];
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0; round < 24; round++) {
         for (int i = 0; i < N; i++) {
             memset(out[i], 0, sizeof out[i]);
             memcpy(out[i], "shoal-eth-ring", 14);
@@ -142,7 +146,7 @@ static void test_ring(struct eth_sock *a)
 int main(void)
 {
     struct eth_sock a, b;
-    int rc = eth_open(&a, "lo", 1 << 20, 0);
+    int rc = eth_open(&a, "lo", 1 << 20, ETH_RING_OFF);
     if (geteuid() != 0) {
         CHECK(rc == SHOAL_EACCES || rc == SHOAL_OK, "eth_open without root: %d", rc);
         if (rc)
@@ -150,9 +154,9 @@ int main(void)
     }
     CHECK_RC(rc, SHOAL_OK);
     CHECK(a.mtu >= 1500, "lo MTU %u", a.mtu);
-    CHECK_RC(eth_open(&b, "shoal-no-such-if0", 0, 1), SHOAL_ECONFIG);
+    CHECK_RC(eth_open(&b, "shoal-no-such-if0", 0, ETH_RING_ON), SHOAL_ECONFIG);
     CHECK(b.fd == -1, "a failed open left a socket");
-    CHECK_RC(eth_open(&b, "lo", 1 << 20, 0), SHOAL_OK);
+    CHECK_RC(eth_open(&b, "lo", 1 << 20, ETH_RING_OFF), SHOAL_OK);
     static char out[N][200];
     struct eth_frame tx[N];
     for (int i = 0; i < N; i++) {
