@@ -13,12 +13,24 @@ struct eth_endpoint {
     uint8_t mac[6];
 };
 
+/* The receive ring (PACKET_RX_RING, TPACKET_V2): frames of one size, each
+ * holding one packet, that the kernel fills in turn and hands over by its
+ * status word; the receiver reads a packet where it lies and hands the
+ * frame back, so a receive is no system call and no copy to user space. */
+struct eth_ring {
+    unsigned char *map; /* NULL: no ring, receives use recvmmsg */
+    size_t bytes;
+    unsigned block_size, per_block, frame_size, frames;
+    unsigned next; /* the next frame to read */
+};
+
 struct eth_sock {
     int fd;
     int ifindex;
     unsigned mtu; /* largest shoal packet (header and payload) one frame carries */
     int loopback; /* the interface is a loopback one */
     struct eth_endpoint self;
+    struct eth_ring ring;
 };
 
 struct eth_frame {
@@ -29,9 +41,15 @@ struct eth_frame {
 
 extern const struct eth_endpoint eth_broadcast;
 
+/* SHOAL_ETH_RING: 0, auto (where the interface's frames are small enough), 1. */
+enum eth_ring_mode { ETH_RING_OFF, ETH_RING_AUTO, ETH_RING_ON };
+
 /* Opens the socket on interface `name` (an interface name only: raw frames
- * have no addresses to match). */
-int eth_open(struct eth_sock *s, const char *name, int sockbuf);
+ * have no addresses to match); as `ring` says, receives through a ring of
+ * about sockbuf bytes, else, or where the kernel refuses one (logged), by
+ * recvmmsg.  Frames leave without the interface's queueing discipline
+ * (PACKET_QDISC_BYPASS, where the kernel has it). */
+int eth_open(struct eth_sock *s, const char *name, int sockbuf, enum eth_ring_mode ring);
 void eth_close(struct eth_sock *s);
 /* Drops in the kernel the frames this rank sent that come back in: on
  * loopback every frame enters again, to every socket on the interface, the
@@ -50,5 +68,10 @@ int eth_drop_own(struct eth_sock *s, uint64_t job, uint32_t self);
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n);
 struct sock_rx;
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from);
+/* With the ring: calls take(pkt, len) for each of up to max frames that
+ * arrived, in order, with the packet where it lies (valid only during the
+ * call: the frame goes back to the kernel after it) and len trimmed as
+ * eth_recv_batch's (0 if truncated); how many. */
+unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsigned char *pkt, size_t len));
 
 #endif

@@ -540,7 +540,12 @@ static void receive_batch(void)
     size_t len[NET_BATCH], seg[NET_BATCH];
     net.last_rx = net.now;
     if (net.carrier == CARRIER_ETH) {
-        take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
+        /* a packet read in the ring is copied by the engine that keeps it
+         * (engine_take refuses it: rx_cur is -1), as its frame goes back at once */
+        if (net.eth.ring.map)
+            eth_ring_walk(&net.eth, NET_BATCH, take_packet);
+        else
+            take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
         return;
     }
     uint64_t holes = net_holes();
@@ -645,9 +650,9 @@ static const char *net_describe(char *buf, size_t cap)
 {
     char ep[64];
     if (net.carrier == CARRIER_ETH)
-        snprintf(buf, cap, "eth %s %02x:%02x:%02x:%02x:%02x:%02x", net.udp.ifname, net.eth.self.mac[0],
+        snprintf(buf, cap, "eth %s %02x:%02x:%02x:%02x:%02x:%02x%s", net.udp.ifname, net.eth.self.mac[0],
                  net.eth.self.mac[1], net.eth.self.mac[2], net.eth.self.mac[3], net.eth.self.mac[4],
-                 net.eth.self.mac[5]);
+                 net.eth.self.mac[5], net.eth.ring.map ? ", receive ring" : "");
     else if (net.ubcast.fd < 0)
         snprintf(buf, cap, "udp %s", udp_endpoint_str(&net.udp.self, ep, sizeof ep));
     else {
@@ -759,7 +764,9 @@ static int open_carriers(const char *transport, struct net_addr *me)
     me->max_payload = payload_for_mtu(net.udp.mtu, net.udp.self.family == 4 ? 28 : 48);
     if (strcmp(transport, "eth") == 0) {
         const char *name = iface[0] ? iface : net.udp.ifname;
-        rc = eth_open(&net.eth, name, sockbuf);
+        const char *ring = util_config_str(CFG_ETH_RING);
+        rc = eth_open(&net.eth, name, sockbuf,
+                      strcmp(ring, "auto") == 0 ? ETH_RING_AUTO : strcmp(ring, "1") == 0 ? ETH_RING_ON : ETH_RING_OFF);
         if (rc == SHOAL_OK) {
             me->has_eth = 1;
             memcpy(me->mac, net.eth.self.mac, 6);
@@ -918,7 +925,7 @@ static int net_init(const struct tp_init *in)
         return SHOAL_ENOMEM;
     /* 64 KiB buffers (loopback's packets, or coalesced runs of up to 44
      * packets) need no more than 16 per receive: 1 MiB, the window */
-    net.rx.n = net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
+    net.rx.n = net.eth.ring.map ? 0 : net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
     net.rx_cur = -1;
     net.rx.with_ctl = net.gro; /* the kernel's note of where coalesced datagrams begin */
     for (unsigned i = 0; i < net.rx.n; i++) {

@@ -60,6 +60,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                      "udp: 1: a run of up to 64 equal-sized datagrams to one peer (a large message's fragments) leaves in one system call that the kernel cuts into datagrams (UDP_SEGMENT, Linux 4.18+; kept only where the kernel accepts it), and arrives in one buffer where the kernel keeps it whole (UDP_GRO; 64 KiB receive buffers); 0: one datagram per system call entry"},
     [CFG_NET_AUTH] = {"SHOAL_NET_AUTH", "full",
                       "what the tag of every cluster packet covers (SipHash-2-4 under a per-job secret that only the launcher hands out and no packet carries): full (header and payload: nothing an outsider sends or alters is accepted), header (the 64-byte header only: no outsider can inject, replay into another incarnation or end the job, but one that sees a packet on its way can alter its payload; saves the payload's hashing, for bandwidth on a trusted link)"},
+    [CFG_ETH_RING] = {"SHOAL_ETH_RING", "auto",
+                      "eth: auto (receive through a ring of frames the kernel shares with the process, PACKET_RX_RING with TPACKET_V2, of about SHOAL_NET_SOCKBUF bytes and at least 1024 frames: no system call and no copy to user space per receive; where the interface's frames are at most 16 KiB, MTUs of 1500 and 9000, not loopback's 64 KiB; recvmmsg where the kernel refuses one, logged), 1 (the ring whatever the frame size), 0 (recvmmsg)"},
     [CFG_CRL_URC_SIZE] = {"SHOAL_CRL_URC_SIZE", "1024",
                           "CRL unmapped region cache: remote regions kept (mapping and data) after their last rgn_unmap; 0 drops each at once"},
     [CFG_CRL_STATS] = {"SHOAL_CRL_STATS", "0",
@@ -179,6 +181,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_RMA_NATIVE:
         return (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "rw") && strcmp(v, "0")) ? -1 : 0;
+    case CFG_ETH_RING:
+        return (strcmp(v, "auto") && strcmp(v, "0") && strcmp(v, "1")) ? -1 : 0;
     case CFG_NET_WAIT:
         return (strcmp(v, "auto") && strcmp(v, "spin") && strcmp(v, "block")) ? -1 : 0;
     case CFG_PROGRESS:

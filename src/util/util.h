@@ -35,6 +35,7 @@ enum util_cfg_id {
     CFG_NET_BCAST,      /* collectives use the network's broadcast */
     CFG_NET_GSO,        /* udp: runs of equal datagrams in one send (UDP_SEGMENT) */
     CFG_NET_AUTH,       /* what the packets' MAC covers */
+    CFG_ETH_RING,       /* eth: receive through a PACKET_MMAP ring */
     CFG_CRL_URC_SIZE,   /* CRL unmapped region cache entries */
     CFG_CRL_STATS,      /* CRL counters printed at crl_exit */
     CFG_COSMOS_TRACE,   /* directory of the coherence-message traces */

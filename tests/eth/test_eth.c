@@ -1,5 +1,6 @@
 /* The raw Ethernet carrier on "lo": frames of shoal's EtherType reach
- * another socket whole; a bad interface is SHOAL_ECONFIG; without
+ * another socket whole, through recvmmsg and through the receive ring
+ * (in order, round after round past the ring's end, waking a poll); a bad interface is SHOAL_ECONFIG; without
  * CAP_NET_RAW, eth_open says SHOAL_EACCES (what the UDP fallback keys on).
  * Bytes after a packet's own length are cut on receipt.
  * On loopback every socket also receives the frames it sent (they come back
@@ -11,6 +12,7 @@
 #include "net/sock.h"
 #include "net/wire.h"
 
+#include <poll.h>
 #include <shoal.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,10 +83,70 @@ static void test_drop_own(struct eth_sock *a, struct eth_sock *b)
     CHECK(at_a[0] == 0, "with the filter %d of this rank's own frames arrived", at_a[0]);
 }
 
+/* What the ring walk saw of the round being received: frames of the
+ * round, in order (the content tells them from other programs' frames). */
+static struct {
+    int round, next;
+} ring_seen;
+
+static void ring_take(const unsigned char *pkt, size_t len)
+{
+    if (len < 16 || memcmp(pkt, "shoal-eth-ring", 14) != 0 || pkt[14] != ring_seen.round)
+        return;
+    CHECK(pkt[15] == ring_seen.next && len == 64 + (size_t)pkt[15] % 7,
+          "round %d: frame %d of %zu bytes where frame %d was next", ring_seen.round, pkt[15], len, ring_seen.next);
+    ring_seen.next++;
+}
+
+/* Rounds of N frames from a reach c's ring whole and in order; c's ring has
+ * 1024 frames, so the later rounds use the frames the earlier ones gave
+ * back.  The first round's first frame wakes a poll of c's socket.
+ * Loopback's 64 KiB frames get a ring only when asked for. */
+static void test_ring(struct eth_sock *a)
+{
+    struct eth_sock c;
+    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_AUTO), SHOAL_OK);
+    CHECK(!c.ring.map, "a ring of %u frames of %u bytes", c.ring.frames, c.ring.frame_size);
+    eth_close(&c);
+    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_ON), SHOAL_OK);
+    CHECK(c.ring.map && c.ring.frames == 1024, "no ring of 1024 frames (%u)", c.ring.frames);
+    static unsigned char out[N][128];
+    struct eth_frame tx[N];
+    for (int round = 0; round < 24; round++) {
+        for (int i = 0; i < N; i++) {
+            memset(out[i], 0, sizeof out[i]);
+            memcpy(out[i], "shoal-eth-ring", 14);
+            out[i][14] = (unsigned char)round;
+            out[i][15] = (unsigned char)i;
+            out[i][58] = (unsigned char)(i % 7); /* the packet's length: i % 7 payload bytes, then 2 trailing */
+            tx[i] = (struct eth_frame){.buf = out[i], .len = 64 + (size_t)(i % 7) + 2, .peer = eth_broadcast};
+        }
+        ring_seen.round = round;
+        ring_seen.next = 0;
+        double t0 = test_now();
+        for (int sent = 0; sent < N;) {
+            int k = eth_send(a, tx + sent, round ? (unsigned)(N - sent) : 1);
+            CHECK(k >= 0, "eth_send: %d", k);
+            if (!round && k) { /* the first frame alone: the socket is readable */
+                struct pollfd p = {.fd = c.fd, .events = POLLIN};
+                CHECK(poll(&p, 1, 2000) == 1 && (p.revents & POLLIN), "a frame in the ring did not wake poll");
+            }
+            sent += k;
+            TEST_DEADLINE(t0, 10, "the kernel to take the frames");
+        }
+        while (ring_seen.next < N) {
+            eth_ring_walk(&c, 16, ring_take);
+            TEST_DEADLINE(t0, 10, "a round's frames to arrive in the ring");
+        }
+    }
+    eth_close(&c);
+    CHECK(c.ring.map == NULL && c.fd == -1, "eth_close left the ring");
+}
+
 int main(void)
 {
     struct eth_sock a, b;
-    int rc = eth_open(&a, "lo", 1 << 20);
+    int rc = eth_open(&a, "lo", 1 << 20, ETH_RING_OFF);
     if (geteuid() != 0) {
         CHECK(rc == SHOAL_EACCES || rc == SHOAL_OK, "eth_open without root: %d", rc);
         if (rc)
@@ -92,9 +154,9 @@ int main(void)
     }
     CHECK_RC(rc, SHOAL_OK);
     CHECK(a.mtu >= 1500, "lo MTU %u", a.mtu);
-    CHECK_RC(eth_open(&b, "shoal-no-such-if0", 0), SHOAL_ECONFIG);
+    CHECK_RC(eth_open(&b, "shoal-no-such-if0", 0, ETH_RING_ON), SHOAL_ECONFIG);
     CHECK(b.fd == -1, "a failed open left a socket");
-    CHECK_RC(eth_open(&b, "lo", 1 << 20), SHOAL_OK);
+    CHECK_RC(eth_open(&b, "lo", 1 << 20, ETH_RING_OFF), SHOAL_OK);
     static char out[N][200];
     struct eth_frame tx[N];
     for (int i = 0; i < N; i++) {
@@ -133,6 +195,7 @@ int main(void)
         TEST_DEADLINE(t0, 10, "the frames to arrive");
     }
     test_drop_own(&a, &b);
+    test_ring(&a);
     eth_close(&a);
     eth_close(&b);
     return 0;
