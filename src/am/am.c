@@ -330,7 +330,7 @@ struct am_mt_ring {
 static int am_mt_on;                           /* the level is MULTIPLE */
 static struct am_mt_ring *am_mt;               /* [nranks] */
 static struct am_sent_count am_lane_count[UTIL_SHM_LANES_MAX];
-static uint8_t *am_lane_told;                  /* [dest * am.shm->lanes + lane]: dest polls its lanes */
+static uint8_t *am_lane_told;                  /* [lane * nranks + dest]: dest polls its lanes */
 /* A thread may outlive shoal_finalize and send after the next init, whose
  * lanes are new: each init starts a generation, and a thread's lane, and
  * its exit's freeing of it, count only in the generation it was taken. */
@@ -340,6 +340,9 @@ static pthread_key_t am_lane_key;              /* its destructor frees an exitin
 static pthread_once_t am_lane_once = PTHREAD_ONCE_INIT;
 /* generation << 32 | 1 none free, or 2 + lane; another generation: none taken yet */
 static _Thread_local uint64_t am_lane_tls __attribute__((tls_model("initial-exec")));
+/* lane * nranks: the lane's row in lane_tx and am_lane_told, so that a send
+ * indexes it by dest with no multiply */
+static _Thread_local size_t am_lane_row __attribute__((tls_model("initial-exec")));
 
 void am_send_multiple(int on)
 {
@@ -407,7 +410,7 @@ static struct ring_tx *am_mt_shared(int dest, struct am_mt_ring **mt, struct am_
     return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
 }
 
-/* A thread's first message into lane i (dest * am.shm->lanes + lane): 1, with
+/* A thread's first message into lane i (lane * nranks + dest): 1, with
  * the shared ring locked, when dest's inbox has no lanes (dest is not at
  * MULTIPLE; then always); else tells dest to poll its lanes, and 0. */
 static __attribute__((noinline)) int am_lane_none(int dest, size_t i, struct am_mt_ring **mt,
@@ -434,11 +437,13 @@ am_mt_tx(int dest, unsigned handler, struct am_mt_ring **mt, struct am_sent_coun
     if (UTIL_UNLIKELY(handler >= SHOAL_AM_MAX_HANDLERS))
         return am_mt_shared(dest, mt, count);
     uint64_t mine = am_lane_tls;
-    if (UTIL_UNLIKELY(mine >> 32 != am_lane_gen))
+    if (UTIL_UNLIKELY(mine >> 32 != am_lane_gen)) {
         am_lane_tls = mine = am_lane_take();
+        am_lane_row = (uint32_t)mine < 2 ? 0 : ((uint32_t)mine - 2) * (size_t)am.nranks;
+    }
     if (UTIL_UNLIKELY((uint32_t)mine == 1))
         return am_mt_shared(dest, mt, count);
-    size_t l = (uint32_t)mine - 2, i = (size_t)dest * am.shm->lanes + l;
+    size_t l = (uint32_t)mine - 2, i = am_lane_row + (size_t)dest;
     if (UTIL_UNLIKELY(!am_lane_told[i]) && am_lane_none(dest, i, mt, count))
         return &am.shm->tx[(size_t)dest * SHM_CLASSES + AM_REQ];
     *mt = NULL;

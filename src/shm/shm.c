@@ -109,7 +109,7 @@ static int ring_pairs_init(struct shm_state *st, int i)
         ring_rx_of(st, &st->lane_rx[(size_t)i * st->lanes + l], i, SHM_CLASSES + l);
     const struct shm_region_header *theirs = st->regions[peer];
     for (unsigned l = 0; theirs->lanes && l < st->lanes && rc == SHOAL_OK; l++) /* the same count (check_region) */
-        rc = ring_tx_of(st, &st->lane_tx[peer * st->lanes + l], i, SHM_CLASSES + l);
+        rc = ring_tx_of(st, &st->lane_tx[l * (size_t)st->nranks + peer], i, SHM_CLASSES + l);
     return rc;
 }
 
@@ -174,7 +174,7 @@ void shm_fini(struct shm_state *st)
             ring_tx_fini(&st->tx[(size_t)st->local[i] * SHM_CLASSES + c]);
     for (int i = 0; st->lane_tx && i < st->nlocal; i++)
         for (unsigned l = 0; l < st->lanes; l++)
-            ring_tx_fini(&st->lane_tx[(size_t)st->local[i] * st->lanes + l]);
+            ring_tx_fini(&st->lane_tx[l * (size_t)st->nranks + (size_t)st->local[i]]);
     free(st->tx);
     free(st->rx);
     free(st->lane_tx);

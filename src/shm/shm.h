@@ -69,7 +69,7 @@ struct shm_state {
     size_t region_bytes;     /* this rank's */
     struct ring_tx *tx;      /* [dest * SHM_CLASSES + class]; local dests only */
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
-    struct ring_tx *lane_tx; /* [dest * lanes + lane]; local dests with lanes only (slots NULL: none) */
+    struct ring_tx *lane_tx; /* [lane * nranks + dest] (a thread's lane is a row); local dests with lanes only (slots NULL: none) */
     struct ring_rx *lane_rx; /* [local index * lanes + lane] */
 };
 
