@@ -222,28 +222,45 @@ static void hang_say_events(struct hang_text *t)
     }
 }
 
+/* The records kept of a stack `depth` deep. */
+static unsigned hang_kept(unsigned depth)
+{
+    return depth < HANG_DEPTH ? depth : HANG_DEPTH;
+}
+
+/* One thread's waits, outermost first: "HEAD blocked in CALL: what", then
+ * "INDENT inside it: what" for each inner one.  Returns the innermost's
+ * peer (-1: none) and leaves its text in last. */
+static int hang_say_stack(struct hang_text *t, const char *head, const char *indent, const struct hang_wait *stack,
+                          unsigned depth, char *last, size_t n)
+{
+    int peer = -1;
+    for (unsigned d = 0; d < depth; d++) {
+        peer = hang_what(&stack[d], last, n);
+        if (d == 0)
+            hang_say(t, "%sblocked in %s%s%s", head, stack[d].call, last[0] ? ": " : "", last);
+        else
+            hang_say(t, "%sinside it: %s", indent, last);
+    }
+    return peer;
+}
+
 /* The waits of other threads (SHOAL_THREAD_MULTIPLE) that gave the lock
  * back to let this one in. */
 static void hang_say_parked(struct hang_text *t)
 {
-    char who[48];
+    char who[48], head[64], what[160];
     if (!parked_n)
         return;
     hang_thread_text(hang_thread_self(), who, sizeof who);
     hang_say(t, "  (this is thread %s; other threads wait inside shoal)", who);
     for (unsigned i = 0; i < parked_n; i++) {
         const struct hang_stash *s = parked[i];
-        unsigned depth = s && s->depth < HANG_DEPTH ? s->depth : s ? HANG_DEPTH : 0;
-        if (depth)
-            hang_thread_text(s->thread, who, sizeof who);
-        for (unsigned d = 0; d < depth; d++) {
-            char what[160];
-            hang_what(&s->stack[d], what, sizeof what);
-            if (d == 0)
-                hang_say(t, "  thread %s: blocked in %s%s%s", who, s->stack[d].call, what[0] ? ": " : "", what);
-            else
-                hang_say(t, "    inside it: %s", what);
-        }
+        if (!s || !s->depth)
+            continue;
+        hang_thread_text(s->thread, who, sizeof who);
+        snprintf(head, sizeof head, "  thread %s: ", who);
+        hang_say_stack(t, head, "    ", s->stack, hang_kept(s->depth), what, sizeof what);
     }
 }
 
@@ -252,28 +269,21 @@ static void hang_report(const char *why, unsigned boot_why)
 {
     static struct hang_text t; /* 4 KiB: off the stack of a deep wait */
     struct boot_hang msg = {.waits_for = -1};
-    unsigned depth = hang.depth < HANG_DEPTH ? hang.depth : HANG_DEPTH;
+    unsigned depth = hang_kept(hang.depth);
+    char head[64];
     t.n = 0;
     if (depth == 0) {
         hang_say(&t, "%s: waiting inside shoal (no blocking call recorded)", why);
         snprintf(msg.call, sizeof msg.call, "?");
         snprintf(msg.what, sizeof msg.what, "a wait inside shoal with no record");
     }
-    for (unsigned d = 0; d < depth; d++) {
-        const struct hang_wait *w = &hang.stack[d];
-        char what[sizeof msg.what];
-        int peer = hang_what(w, what, sizeof what);
-        if (d == 0)
-            hang_say(&t, "%s: blocked in %s%s%s", why, w->call, what[0] ? ": " : "", what);
-        else
-            hang_say(&t, "  inside it: %s", what);
-        if (d + 1 == depth) { /* the innermost wait is the one that blocks */
-            msg.waits_for = peer;
-            memcpy(msg.what, what, sizeof msg.what);
-        }
-    }
-    if (depth > 0)
+    /* the innermost wait is the one that blocks: the launcher hears of it */
+    snprintf(head, sizeof head, "%s: ", why);
+    int peer = hang_say_stack(&t, head, "  ", hang.stack, depth, msg.what, sizeof msg.what);
+    if (depth > 0) {
+        msg.waits_for = peer;
         snprintf(msg.call, sizeof msg.call, "%s", hang.stack[0].call);
+    }
     hang_say_parked(&t);
     hang_say_events(&t);
     /* before the launcher hears of it: its summary comes after */

@@ -134,11 +134,11 @@ static int predicted(struct dsm_node *node, const struct dsm_region *r, int home
     return node->predict(node, r->rid, home, &s, type) && s == sender && (*type == t1 || *type == t2);
 }
 
-/* The action makes the predicted message unnecessary: the predictor is
- * told it came, so the pattern that led to the action stays learnt (else
- * the action's own effect would unteach it every other time). */
 /* A predicted action at its chance: taken (1), or declined by the
- * standing of its side (counted throttled).  home: the home's side acts. */
+ * standing of its side (counted throttled).  home: the home's side acts.
+ * Taken, it makes the predicted message unnecessary: the predictor is told
+ * it came, so the pattern that led to the action stays learnt (else the
+ * action's own effect would unteach it every other time). */
 static int fire(struct dsm_node *node, struct dsm_region *r, int side, enum dsm_act_kind kind, int home,
                 uint32_t sender, unsigned type)
 {
