@@ -370,7 +370,8 @@ static void two_replies_h(int src)
     CMAM_reply_4(src, ok_h);
     CMAM_reply_4(src, ok_h);
 }
-static void reply_elsewhere_h(int src) { CMAM_reply_4((src + 1) % np, ok_h); }
+/* PROCS, not np: rank 0's request can arrive during rank 1's shoal_init, before main sets np */
+static void reply_elsewhere_h(int src) { CMAM_reply_4((src + 1) % PROCS, ok_h); }
 static void poll_in_handler_h(void) { CMAM_poll(); }
 static void abort_case(const char *which)
 {
