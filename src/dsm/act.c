@@ -26,9 +26,13 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
 #define WASTE_XREAD 1
 /* a confirmed push saves a read's request and grant for one push; a wasted
  * one costs the push and, at the next write, an invalidation and its ack.
- * An exclusive push (xpush) is a push, on push's standing: unread it is
- * push's waste; read and never written, it is an exclusive read's (the
- * recall it costs against the upgrade it saves, WASTE_XREAD). */
+ * An exclusive push (xpush) has its own standing at the same weights:
+ * unread, push's; read and never written, an exclusive read's (the recall
+ * it costs against the upgrade it saves, WASTE_XREAD).  Its own, not
+ * push's: Water --fine's owner reads its molecule between the push and
+ * the reader's read, which recalls an exclusive copy unread but leaves a
+ * shared one, so on push's standing the exclusive pushes' wastes
+ * suspended the shared pushes that were read 1146 times in 1155. */
 #define WASTE_PUSH 3
 
 /* May the action fire at this chance?  1 also for a suspended action's
@@ -80,12 +84,12 @@ static int untried_allows(struct dsm_act_untried *u)
     return 1;
 }
 
-enum { SIDE_HOME, SIDE_REMOTE, SIDE_PUSH }; /* node->act_trust[] */
+enum { SIDE_HOME, SIDE_REMOTE, SIDE_PUSH, SIDE_XPUSH }; /* node->act_trust[] */
 
 /* The region's own standing for the actions of a side. */
 static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
 {
-    return side == SIDE_PUSH ? &r->push_trust : &r->trust;
+    return side == SIDE_PUSH ? &r->push_trust : side == SIDE_XPUSH ? &r->xpush_trust : &r->trust;
 }
 
 /* A region with confirmations to its credit decides alone; one without is
@@ -314,14 +318,16 @@ int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who, int 
     if ((r->push_after && r->push_writes != r->push_after) ||
         !predicted(node, r, 1, who, COSMOS_GET_RO_REQ, COSMOS_GET_RO_REQ, &type))
         return 0;
-    int x = exclusive_ok && (node->act & DSM_ACT_BIT(DSM_ACT_XPUSH)) && xpush_predicted(node, r, who);
-    if (!x && !(node->act & DSM_ACT_BIT(DSM_ACT_PUSH)))
+    if (exclusive_ok && (node->act & DSM_ACT_BIT(DSM_ACT_XPUSH)) && xpush_predicted(node, r, who) &&
+        fire(node, r, SIDE_XPUSH, DSM_ACT_XPUSH, 1, who, type)) {
+        if (node->assume) /* the upgrade after the read, made unnecessary too */
+            node->assume(node, r->rid, 1, who, COSMOS_UPGRADE_REQ);
+        return DSM_PUSH_EXCLUSIVE;
+    }
+    /* declined exclusive, it may still go shared */
+    if (!(node->act & DSM_ACT_BIT(DSM_ACT_PUSH)) || !fire(node, r, SIDE_PUSH, DSM_ACT_PUSH, 1, who, type))
         return 0;
-    if (!fire(node, r, SIDE_PUSH, x ? DSM_ACT_XPUSH : DSM_ACT_PUSH, 1, who, type))
-        return 0;
-    if (x && node->assume) /* the upgrade after the read, made unnecessary too */
-        node->assume(node, r->rid, 1, who, COSMOS_UPGRADE_REQ);
-    return x ? DSM_PUSH_EXCLUSIVE : DSM_PUSH_SHARED;
+    return DSM_PUSH_SHARED;
 }
 
 void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r, int write)
@@ -355,14 +361,16 @@ static void push_too_early(struct dsm_region *r)
 
 void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m)
 {
-    int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH));
+    int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)), x = e->pushed == DSM_PUSH_EXCLUSIVE;
     /* read but never written: the upgrade was mispredicted, not the read */
-    int unwritten = !unread && e->pushed == DSM_PUSH_EXCLUSIVE && m && (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH));
+    int unwritten = !unread && x && m && (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH));
     e->pushed = 0;
-    judged(node, r, SIDE_PUSH, unread ? WASTE_PUSH : unwritten ? WASTE_XREAD : 0);
-    if (unread && (m->type == DSM_MSG_INVALIDATE_ACK || m->type == DSM_MSG_INVALIDATE_ACK_DATA))
+    judged(node, r, x ? SIDE_XPUSH : SIDE_PUSH, unread ? WASTE_PUSH : unwritten ? WASTE_XREAD : 0);
+    /* an exclusive copy is recalled by the home's reads too: that says
+     * nothing of the write after which readers read */
+    if (unread && !x && (m->type == DSM_MSG_INVALIDATE_ACK || m->type == DSM_MSG_INVALIDATE_ACK_DATA))
         push_too_early(r);
-    if (unwritten) /* as rmw's: the next push is shared, and the predictor hears the real stream once */
+    if (unwritten) /* as rmw's: the next push is not exclusive, and the predictor hears the real stream once */
         r->push_xskip = 1;
 }
 
@@ -378,8 +386,13 @@ void dsm_act_push_sent(struct dsm_region *r)
     r->push_writes = 0;
 }
 
+/* A request with no write since the last one or the last push says
+ * nothing of the write after which readers read (a copy pushed exclusive
+ * and recalled by the home's own read is asked for again so). */
 void dsm_act_push_read_req(struct dsm_region *r)
 {
+    if (!r->push_writes)
+        return;
     r->push_after = r->push_writes;
     r->push_writes = 0;
 }

@@ -191,6 +191,7 @@ struct dsm_region {
     uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
     struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
     struct dsm_act_trust push_trust; /* home: producer push's throttle */
+    struct dsm_act_trust xpush_trust; /* home: the exclusive push's */
     uint8_t pushed;     /* remote: this pushed copy is not read (DSM_PUSHED_UNREAD) or written (_UNWRITTEN) yet */
     uint8_t push_xskip; /* home: the last exclusive push came back unwritten: the next is not exclusive */
     /* home, push's timing (dsm/act.c): its writes since a remote last read
@@ -329,8 +330,8 @@ struct dsm_node {
     /* the throttle's standing of this rank's exclusive-for-read actions (as
      * a home), of its dsi (as a remote) and of its pushes (as a home), over
      * its regions (dsm/act.c) */
-    struct dsm_act_trust act_trust[3];
-    struct dsm_act_untried act_untried[3]; /* the caps on untried dsi and push, by act_trust's index (dsm/act.c) */
+    struct dsm_act_trust act_trust[4];
+    struct dsm_act_untried act_untried[4]; /* the caps on untried dsi, push, xpush, by act_trust's index (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX

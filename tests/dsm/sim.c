@@ -448,7 +448,8 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
     h = mix(h, (uint8_t)r->trust.credit | (uint64_t)r->trust.skip << 8 | (uint64_t)(uint8_t)r->push_trust.credit << 16 |
                    (uint64_t)r->push_trust.skip << 24 | (uint64_t)r->pushed << 32 |
-                   (uint64_t)r->push_xskip << 40);
+                   (uint64_t)r->push_xskip << 40 | (uint64_t)(uint8_t)r->xpush_trust.credit << 48 |
+                   (uint64_t)r->xpush_trust.skip << 56);
     h = mix(h, r->push_writes | (uint64_t)r->push_writes_then << 16 | (uint64_t)r->push_after << 32);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
@@ -467,7 +468,7 @@ uint64_t sim_hash(const struct sim *s)
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
         const struct dsm_node *nd = &s->nodes[n];
-        for (unsigned i = 0; i < 3; i++) {
+        for (unsigned i = 0; i < sizeof nd->act_trust / sizeof nd->act_trust[0]; i++) {
             h = mix(h, (uint8_t)nd->act_trust[i].credit | (uint64_t)nd->act_trust[i].skip << 8);
             h = mix(h, nd->act_untried[i].out | (uint64_t)nd->act_untried[i].declined << 16);
         }

@@ -1229,7 +1229,7 @@ static void act_xpush(void)
     int i = sim_find_flight(&s, DSM_MSG_FLUSH_DATA, 1, 0);
     CHECK(i >= 0 && s.flight[i].m.aux == 0, "xpush: the written copy's flush is tagged or missing");
     sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
-    CHECK(s.nodes[0].act_trust[2].credit == 1 && h->state == DSM_HOME_EXCLUSIVE && home_value(&s) == 2,
+    CHECK(s.nodes[0].act_trust[3].credit == 1 && h->state == DSM_HOME_EXCLUSIVE && home_value(&s) == 2,
           "xpush: the home did not judge the written copy confirmed, or lost its data");
     static const unsigned home[] = {COSMOS_GET_RO_REQ, COSMOS_INVAL_RO_RESP, COSMOS_GET_RO_REQ, COSMOS_UPGRADE_REQ,
                                     COSMOS_FLUSH};
@@ -1265,8 +1265,8 @@ static void act_xpush_crossed(void)
               s.nodes[1].stats.act_wasted[DSM_ACT_XPUSH] == 1,
           "xpush: the crossing push was not flushed unread");
     sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
-    CHECK(s.nodes[0].act_trust[2].credit == -2, "xpush: the crossed push was not judged push's waste (credit %d)",
-          s.nodes[0].act_trust[2].credit);
+    CHECK(s.nodes[0].act_trust[3].credit == -2, "xpush: the crossed push was not judged push's waste (credit %d)",
+          s.nodes[0].act_trust[3].credit);
     granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
     CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "xpush: node 1 read an old value");
     finish(&s);
@@ -1288,10 +1288,11 @@ static void act_xpush_crossed(void)
     finish(&s);
 }
 
-/* xpush's outcomes on push's standing (act.c's rule alone): read but never
- * written weighs an exclusive read's waste (1) and makes the next push
- * shared, which the one after does not repeat; unread weighs push's (3);
- * the cap on untried pushes holds exclusive ones too. */
+/* xpush's outcomes on its own standing (act.c's rule alone): read but
+ * never written weighs an exclusive read's waste (1) and makes the next
+ * push shared, which the one after does not repeat; unread weighs push's
+ * (3), and leaves push's standing alone: declined exclusive, the push goes
+ * shared; exclusive pushes have a cap on untried ones as pushes do. */
 static void act_xpush_judged(void)
 {
     struct sim s;
@@ -1302,8 +1303,8 @@ static void act_xpush_judged(void)
     struct dsm_ptr e = {.node = 1, .pushed = DSM_PUSH_EXCLUSIVE};
     struct dsm_msg m = {.type = DSM_MSG_INVALIDATE_ACK_DATA, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_XPUSH)};
     dsm_act_push_judged(nd, a, &e, &m); /* read, never written */
-    CHECK(a->push_trust.credit == -1 && a->push_xskip, "xpush: read-unwritten weighed %d, skip %u (expected -1, 1)",
-          a->push_trust.credit, a->push_xskip);
+    CHECK(a->xpush_trust.credit == -1 && a->push_xskip, "xpush: read-unwritten weighed %d, skip %u (expected -1, 1)",
+          a->xpush_trust.credit, a->push_xskip);
     int first = dsm_act_push(nd, a, 1, 1), second = dsm_act_push(nd, a, 1, 1);
     CHECK(first == DSM_PUSH_SHARED && second == DSM_PUSH_EXCLUSIVE,
           "xpush: after an unwritten one pushed %d then %d (expected shared, then exclusive)", first, second);
@@ -1312,8 +1313,12 @@ static void act_xpush_judged(void)
     m = (struct dsm_msg){
         .type = DSM_MSG_FLUSH, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH)};
     dsm_act_push_judged(nd, b, &e, &m); /* never read */
-    CHECK(b->push_trust.credit == -2 && !b->push_xskip, "xpush: unread weighed %d, skip %u (expected -2, 0)",
-          b->push_trust.credit, b->push_xskip);
+    CHECK(b->xpush_trust.credit == -2 && !b->push_xskip, "xpush: unread weighed %d, skip %u (expected -2, 0)",
+          b->xpush_trust.credit, b->push_xskip);
+    CHECK(dsm_act_push(nd, b, 1, 1) == DSM_PUSH_SHARED && b->push_trust.credit == 0 &&
+              nd->stats.act_throttled[DSM_ACT_XPUSH] == 1,
+          "xpush: a suspended exclusive push did not go shared, or its wastes touched push's standing (%d)",
+          b->push_trust.credit);
     sim_fini(&s);
     sim_act = DSM_ACT_BIT(DSM_ACT_XPUSH);
     sim_init(&s, 2, 0, 0);
