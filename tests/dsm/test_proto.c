@@ -1151,8 +1151,9 @@ static void act_push_crossed(void)
 
 /* push's timing (act.c's rule alone, as in act_dsi_steady): a home that
  * writes twice before its reader asks pushes after the second write only;
- * when the reader then asks after one write the push moves there, and a
- * push invalidated unread moves it one write later again. */
+ * when the reader then asks after one write the push moves there, a push
+ * invalidated unread moves it one write later again, and a request after
+ * no write does not move it. */
 static void act_push_timing(void)
 {
     struct sim s;
@@ -1184,6 +1185,12 @@ static void act_push_timing(void)
     CHECK(r->push_after == 2 && r->push_writes == 1,
           "push: a push invalidated unread left push_after %u, push_writes %u (expected 2, 1)", r->push_after,
           r->push_writes);
+    /* a push, then another reader's request with no write between (tuned
+     * Water at 4 ranks; or an exclusive push's recalled copy asked again):
+     * it says nothing of the write after which readers read */
+    dsm_act_push_sent(r);
+    dsm_act_push_read_req(r);
+    CHECK(r->push_after == 2, "push: a request after no write since the push moved push_after to %u", r->push_after);
     sim_fini(&s);
 }
 
