@@ -32,7 +32,8 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
  * push's: Water --fine's owner reads its molecule between the push and
  * the reader's read, which recalls an exclusive copy unread but leaves a
  * shared one, so on push's standing the exclusive pushes' wastes
- * suspended the shared pushes that were read 1146 times in 1155. */
+ * suspended the shared pushes (none taken), which on their own are read
+ * every time (2278 of 2278 at 2 ranks, 20 steps). */
 #define WASTE_PUSH 3
 
 /* May the action fire at this chance?  1 also for a suspended action's
@@ -287,13 +288,6 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     return aux;
 }
 
-/* Timing, as for dsi: the prediction says a read comes next, not after
- * which of the home's writes.  A home that writes a region several times
- * before the others read it (Water's owner: its correction, then the next
- * step's prediction) would push after each and have the pushed copy
- * invalidated by the next write, so the push waits for the write after
- * which the last real read request came (push_after); a push invalidated
- * unread moves that one write later. */
 /* xpush: is who's upgrade the message predicted after the read its push
  * answers?  The read is never heard once pushed, so the home asks what
  * would follow it (the stand-ins keep that pattern learnt: the push's read
@@ -312,6 +306,13 @@ static int xpush_predicted(struct dsm_node *node, struct dsm_region *r, uint32_t
            s == who && type == COSMOS_UPGRADE_REQ;
 }
 
+/* Timing, as for dsi: the prediction says a read comes next, not after
+ * which of the home's writes.  A home that writes a region several times
+ * before the others read it (Water's owner: its correction, then the next
+ * step's prediction) would push after each and have the pushed copy
+ * invalidated by the next write, so the push waits for the write after
+ * which the last real read request came (push_after); a push invalidated
+ * unread moves that one write later. */
 int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who, int exclusive_ok)
 {
     unsigned type;
