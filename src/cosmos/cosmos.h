@@ -112,6 +112,14 @@ int cosmos_observe(struct cosmos_pred *p, uint64_t block, uint32_t sender, unsig
  * only. */
 int cosmos_predict(struct cosmos_pred *p, uint64_t block, uint32_t *sender, unsigned *type);
 
+/* The prediction for the message after <after_sender, after_type>, as if
+ * that one had come (nothing is learnt or counted): a caller deciding how
+ * to answer a message it predicts but has not received.  b is the block's
+ * embedded state or NULL (the table's); with sender_index, *sender names
+ * the sender to predict for, as in cosmos_predict. */
+int cosmos_predict_after(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t after_sender,
+                         unsigned after_type, uint32_t *sender, unsigned *type);
+
 /* The newest tuple in the key's history: 1 with *sender and *type set, 0 if
  * the key has none.  sender is the key's sender with sender_index, ignored
  * otherwise. */

@@ -452,6 +452,35 @@ int cosmos_predict_blk(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t blo
     return cosmos_predict_at(p, b, sender, type);
 }
 
+/* The prediction at key state m's history as it would be after `tuple`
+ * came: the history shifted and one more reference, on a copy. */
+static int cosmos_predict_next(const struct cosmos_pred *p, const struct cosmos_blk *m, uint16_t tuple,
+                               uint32_t *sender, unsigned *type)
+{
+    if (!m)
+        return 0;
+    struct cosmos_blk next = *m;
+    next.hist = (m->hist << 16 | tuple) & p->hist_mask;
+    if (MHR_REFS(&next) < p->cfg.depth)
+        next.meta++;
+    return cosmos_predict_at(p, &next, sender, type);
+}
+
+int cosmos_predict_after(struct cosmos_pred *p, struct cosmos_blk *b, uint64_t block, uint32_t after_sender,
+                         unsigned after_type, uint32_t *sender, unsigned *type)
+{
+    int tuple = cosmos_tuple(after_sender, after_type);
+    if (tuple < 0)
+        return 0;
+    if (p->cfg.sender_index && *sender != after_sender) /* that sender's history does not change */
+        return cosmos_predict(p, block, sender, type);
+    if (p->cfg.sender_index || !b || !b->id) {
+        const struct cosmos_mhr *m = cosmos_mhr_find(p, block, p->cfg.sender_index ? after_sender : COSMOS_KEY_ANY);
+        return cosmos_predict_next(p, m ? &m->b : NULL, (uint16_t)tuple, sender, type);
+    }
+    return cosmos_predict_next(p, b, (uint16_t)tuple, sender, type);
+}
+
 int cosmos_last(const struct cosmos_pred *p, uint64_t block, uint32_t sender,
                 uint32_t *last_sender, unsigned *last_type)
 {

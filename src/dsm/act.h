@@ -8,7 +8,8 @@
  * DSM_ACT_RMW's bit; a self-invalidation tags its flush with DSM_ACT_DSI's,
  * and the home's next grant to that rank carries DSM_ACT_DSI's bit when it
  * judged the self-invalidation wasted; a pushed copy that leaves unread
- * tags its ack or flush with DSM_ACT_PUSH's bit. */
+ * tags its ack or flush with DSM_ACT_PUSH's bit, one pushed exclusive that
+ * leaves unwritten with DSM_ACT_XPUSH's too. */
 #ifndef SHOAL_DSM_ACT_H
 #define SHOAL_DSM_ACT_H
 
@@ -48,12 +49,15 @@ uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who);
 void dsm_act_judge(struct dsm_node *node, struct dsm_region *r, uint32_t who, int write);
 
 /* Home: push the data just written to who, which has no copy, because its
- * read request is predicted next (DSM_ACT_PUSH)?  The caller has checked
- * that a read grant to who is legal now. */
-int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who);
+ * read request is predicted next (DSM_ACT_PUSH), and exclusive because its
+ * upgrade is predicted after that read (DSM_ACT_XPUSH)?  0 no, or
+ * DSM_PUSH_SHARED or _EXCLUSIVE.  The caller has checked that a read grant
+ * to who is legal now, and with exclusive_ok an exclusive grant. */
+int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who, int exclusive_ok);
 
-/* Remote: an operation starts on a pushed copy never used before. */
-void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r);
+/* Remote: an operation (write: a write) starts on a pushed copy not read
+ * yet, or pushed exclusive and not written yet. */
+void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r, int write);
 
 /* Home, push's timing: a write of the home's ended; a push went; a read
  * request came from a rank without a pushed copy. */
@@ -61,8 +65,9 @@ void dsm_act_push_wrote(struct dsm_region *r);
 void dsm_act_push_sent(struct dsm_region *r);
 void dsm_act_push_read_req(struct dsm_region *r);
 
-/* Remote: a push is flushed unread at once (D12); the flush's aux word. */
-uint32_t dsm_act_push_refused(struct dsm_node *node);
+/* Remote: a push (exclusive: an xpush) is flushed unread at once (D12,
+ * D13); the flush's aux word. */
+uint32_t dsm_act_push_refused(struct dsm_node *node, int exclusive);
 
 /* Home: the pushed copy of entry e ends, by m (its ack or flush: its tag
  * says it was never read) or by its upgrade (m NULL: it was used). */

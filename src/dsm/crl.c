@@ -443,6 +443,7 @@ static void cosmos_begin(void)
         dsm.node.act = (unsigned)act;
         dsm.node.predict = dsm_cosmos_predict;
         dsm.node.assume = dsm_cosmos_assume;
+        dsm.node.predict_after = dsm_cosmos_predict_after;
     }
 }
 

@@ -71,8 +71,9 @@ static int is_home(const struct dsm_node *node, dsm_rid_t rid)
 
 /* The type of the message an action's message stands for (docs/COSMOS.md,
  * "What the predictor hears"): an exclusive grant for a read is the read's
- * grant (its upgrade's ack is assumed when the write comes, act.c), a
- * self-invalidating flush the invalidation's ack.  The acting side assumes
+ * grant (its upgrade's ack is assumed when the write comes, act.c), and
+ * so is an exclusive push (xpush: the push's, D13), a self-invalidating
+ * flush the invalidation's ack.  The acting side assumes
  * the message it made unnecessary; this is the other side's half, so that
  * neither side's stream changes when an action starts and what was learnt
  * before it still predicts (else Water --untuned relearnt each side's
@@ -80,7 +81,7 @@ static int is_home(const struct dsm_node *node, dsm_rid_t rid)
 static unsigned stand_in(const struct dsm_msg *m, unsigned type)
 {
     if (m->type == DSM_MSG_EXCLUSIVE_ACK_DATA &&
-        (m->aux & (DSM_ACT_BIT(DSM_ACT_RMW) | DSM_ACT_BIT(DSM_ACT_MIGRATORY))))
+        (m->aux & (DSM_ACT_BIT(DSM_ACT_RMW) | DSM_ACT_BIT(DSM_ACT_MIGRATORY) | DSM_ACT_BIT(DSM_ACT_XPUSH))))
         return COSMOS_GET_RO_RESP;
     if (m->aux & DSM_ACT_BIT(DSM_ACT_DSI) && (m->type == DSM_MSG_FLUSH || m->type == DSM_MSG_FLUSH_DATA))
         return m->type == DSM_MSG_FLUSH ? COSMOS_INVAL_RO_RESP : COSMOS_INVAL_RW_RESP;
@@ -327,6 +328,13 @@ int dsm_cosmos_predict(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t 
         return 0;
     struct cosmos_blk *blk = blk_of(node, rid, home);
     return blk ? cosmos_predict_blk(p, blk, rid, sender, type) : cosmos_predict(p, rid, sender, type);
+}
+
+int dsm_cosmos_predict_after(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t after_sender,
+                             unsigned after_type, uint32_t *sender, unsigned *type)
+{
+    struct cosmos_pred *p = side_pred(node, home);
+    return p && cosmos_predict_after(p, blk_of(node, rid, home), rid, after_sender, after_type, sender, type);
 }
 
 void dsm_cosmos_assume(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type)

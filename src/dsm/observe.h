@@ -71,6 +71,9 @@ int dsm_cosmos_describe(const struct dsm_node *node, char *buf, size_t cap);
  * action made unnecessary offered to it as if it had come. */
 int dsm_cosmos_predict(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type);
 void dsm_cosmos_assume(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type);
+/* The next message predicted after one that has not come (dsm_predict_after_fn). */
+int dsm_cosmos_predict_after(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t after_sender,
+                             unsigned after_type, uint32_t *sender, unsigned *type);
 /* Closes the trace, frees the predictors, detaches; the trace's close code. */
 int dsm_cosmos_stop(struct dsm_node *node);
 

@@ -449,20 +449,26 @@ static void home_retry(struct dsm_node *node, struct dsm_region *r)
  * copy, has none and whose read request is predicted.  At the home it is
  * the grant a MsgSharedReq from that rank would get now, so it is legal
  * where that one would be served at once: HomeExclusive or HomeShared, to
- * a rank without an entry. */
+ * a rank without an entry.  Exclusive (DSM_ACT_XPUSH, D13) it is the grant
+ * a MsgExclusiveReq would get at once: in HomeExclusive with no copy out
+ * and nothing queued, and no push follows it. */
 static void home_push(struct dsm_node *node, struct dsm_region *r)
 {
     const uint64_t *holders = holders_of(r);
     int sent = 0;
     if (r->state != DSM_HOME_EXCLUSIVE && r->state != DSM_HOME_SHARED)
         return;
-    for (uint32_t who = 0; who < node->nranks; who++) {
-        if (who == node->rank || !(holders[who / 64] >> (who % 64) & 1) || dir_find(r, who) ||
-            !dsm_act_push(node, r, who))
+    for (uint32_t who = 0; who < node->nranks && r->state != DSM_HOME_INVALID; who++) {
+        if (who == node->rank || !(holders[who / 64] >> (who % 64) & 1) || dir_find(r, who))
             continue;
-        grant_aux(node, r, DSM_MSG_SHARED_ACK_DATA, who, DSM_ACT_BIT(DSM_ACT_PUSH) | dsm_act_grant_tag(r, who));
-        dir_find(r, who)->pushed = 1;
-        r->state = DSM_HOME_SHARED;
+        int how = dsm_act_push(node, r, who, r->state == DSM_HOME_EXCLUSIVE && !r->ndir && !r->queue_head);
+        if (!how)
+            continue;
+        int x = how == DSM_PUSH_EXCLUSIVE;
+        grant_aux(node, r, x ? DSM_MSG_EXCLUSIVE_ACK_DATA : DSM_MSG_SHARED_ACK_DATA, who,
+                  DSM_ACT_BIT(x ? DSM_ACT_XPUSH : DSM_ACT_PUSH) | dsm_act_grant_tag(r, who));
+        dir_find(r, who)->pushed = (uint8_t)how;
+        r->state = x ? DSM_HOME_INVALID : DSM_HOME_SHARED;
         sent = 1;
     }
     if (sent)
@@ -575,7 +581,7 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
         if (r->act & DSM_RACT_DSI_PENDING)
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
         /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
-        if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+        if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_PUSHES)) {
             struct dsm_ptr *e = dir_find(r, m->src);
             if (!e || !e->pushed) /* not one that crossed a push */
                 dsm_act_push_read_req(r);
@@ -623,8 +629,9 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
     int w = m->type == DSM_MSG_WINVALIDATE;
     if (m->version > r->version) { /* early: overtook its grant (Fig. A-20) */
         node->stats.early_inv++;
-        if (r->state == DSM_REMOTE_INVALID && (node->act & DSM_ACT_BIT(DSM_ACT_PUSH))) {
-            /* overtook a push (D12): the push, not newer now, is flushed when it comes, which the home counts as the ack */
+        if (r->state == DSM_REMOTE_INVALID && (node->act & DSM_ACT_PUSHES)) {
+            /* overtook a push (D12, D13): the push, not newer now, is flushed
+             * when it comes, which the home counts as the ack */
             r->version = m->version;
             return;
         }
@@ -673,7 +680,9 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
 }
 
 /* A push (D12): taken as a shared copy into RemoteInvalid when newer than
- * the copy there; otherwise flushed at once, unread, so that the home drops
+ * the copy there, an exclusive push (D13) as an idle modified copy
+ * (RemoteModifiedRip's idle counterpart: a read of it hits and the write
+ * after it too); otherwise flushed at once, unread, so that the home drops
  * the entry that blocks this rank's own request (one crossed the push) or
  * counts the flush as the ack of the invalidation that overtook it.  Only
  * one push or grant is ever out to a rank, so the early invalidation a
@@ -683,12 +692,13 @@ static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t d
 
 static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
+    int x = m->type == DSM_MSG_EXCLUSIVE_ACK_DATA;
     if (r && r->state == DSM_REMOTE_INVALID && m->version > r->version) {
         take_data(r, m);
         dsm_act_granted(node, r, m->aux, 0);
         r->version = m->version;
-        r->state = DSM_REMOTE_SHARED;
-        r->pushed = 1;
+        r->state = x ? DSM_REMOTE_MODIFIED : DSM_REMOTE_SHARED;
+        r->pushed = DSM_PUSHED_UNREAD | (x ? DSM_PUSHED_UNWRITTEN : 0);
         return;
     }
     if (r && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ) {
@@ -703,7 +713,15 @@ static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const str
      * so the invalidation the home may send for it is not taken as early */
     if (!r && node->ask_rid == m->rid && m->version > node->map_version)
         node->map_version = m->version;
-    send_about(node, DSM_MSG_FLUSH, m->src, m->rid, m->version, dsm_act_push_refused(node));
+    send_about(node, DSM_MSG_FLUSH, m->src, m->rid, m->version, dsm_act_push_refused(node, x));
+}
+
+/* A grant no request asked for: a push (D12) or an exclusive push (D13). */
+static int is_push(const struct dsm_msg *m)
+{
+    return m->type == DSM_MSG_SHARED_ACK_DATA     ? (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)) != 0
+         : m->type == DSM_MSG_EXCLUSIVE_ACK_DATA ? (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH)) != 0
+                                                  : 0;
 }
 
 static void remote_grant(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
@@ -741,12 +759,12 @@ static void remote_message(struct dsm_node *node, struct dsm_region *r, const st
         remote_invalidate(node, r, m);
         return;
     case DSM_MSG_SHARED_ACK_DATA:
-        if (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)) {
+    case DSM_MSG_EXCLUSIVE_ACK_DATA:
+        if (is_push(m)) {
             remote_pushed(node, r, m);
             return;
         }
         /* fall through */
-    case DSM_MSG_EXCLUSIVE_ACK_DATA:
     case DSM_MSG_MODIFY_ACK:
     case DSM_MSG_MODIFY_ACK_DATA:
         remote_grant(node, r, m);
@@ -939,8 +957,8 @@ static void absent(struct dsm_node *node, const struct dsm_msg *m)
      * flush as its ack. */
     if (m->type == DSM_MSG_RINVALIDATE || m->type == DSM_MSG_WINVALIDATE)
         return;
-    /* a push to a copy the URC evicted or a delete freed (D12) */
-    if (m->type == DSM_MSG_SHARED_ACK_DATA && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH))) {
+    /* a push to a copy the URC evicted or a delete freed (D12, D13) */
+    if (is_push(m)) {
         remote_pushed(node, NULL, m);
         return;
     }
@@ -1053,7 +1071,7 @@ enum dsm_start dsm_start_read(struct dsm_node *node, struct dsm_region *r)
     if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
         dsm_act_judge(node, r, node->rank, 0);
     if (__builtin_expect(r->pushed, 0))
-        dsm_act_push_used(node, r);
+        dsm_act_push_used(node, r, 0);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
     case DSM_HOME_SHARED:
@@ -1092,7 +1110,7 @@ enum dsm_start dsm_start_write(struct dsm_node *node, struct dsm_region *r)
     if (__builtin_expect(r->act & DSM_RACT_DSI_PENDING, 0))
         dsm_act_judge(node, r, node->rank, 1);
     if (__builtin_expect(r->pushed, 0))
-        dsm_act_push_used(node, r);
+        dsm_act_push_used(node, r, 1);
     switch (r->state) {
     case DSM_HOME_EXCLUSIVE:
         r->state = DSM_HOME_EXCLUSIVE_WIP;
@@ -1167,7 +1185,7 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_HOME_EXCLUSIVE_WIP:
         r->state = DSM_HOME_EXCLUSIVE;
         home_retry(node, r);
-        if (node->act & DSM_ACT_BIT(DSM_ACT_PUSH)) {
+        if (node->act & DSM_ACT_PUSHES) {
             dsm_act_push_wrote(r);
             home_push(node, r);
         }

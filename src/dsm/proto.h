@@ -130,7 +130,7 @@ struct dsm_msg {
 struct dsm_ptr {
     uint32_t node;
     uint32_t version; /* of the copy granted to that node */
-    uint8_t pushed;   /* the copy was pushed (DSM_ACT_PUSH): its fate not judged yet */
+    uint8_t pushed;   /* the copy was pushed (DSM_PUSH_SHARED or _EXCLUSIVE): its fate not judged yet */
 };
 
 /* A request the home could not serve yet (§A.9). */
@@ -191,7 +191,9 @@ struct dsm_region {
     uint16_t touches; /* remote, dsi: operations the last copy saw before it was needed elsewhere; 0 unknown */
     struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
     struct dsm_act_trust push_trust; /* home: producer push's throttle */
-    uint8_t pushed;                  /* remote: this copy was pushed and is not read yet */
+    struct dsm_act_trust xpush_trust; /* home: the exclusive push's */
+    uint8_t pushed;     /* remote: this pushed copy is not read (DSM_PUSHED_UNREAD) or written (_UNWRITTEN) yet */
+    uint8_t push_xskip; /* home: the last exclusive push came back unwritten: the next is not exclusive */
     /* home, push's timing (dsm/act.c): its writes since a remote last read
      * it (asked or pushed), and as many when the last push went; the write
      * after which remotes read, learnt (0: not yet) */
@@ -230,9 +232,16 @@ enum dsm_act_kind {
     DSM_ACT_DSI,       /* remote: a copy flushed at its operation's end when an invalidation is predicted */
     DSM_ACT_MIGRATORY, /* home: after recalling a modified copy, the reader gets it exclusive (upgrade predicted) */
     DSM_ACT_PUSH,      /* home: after its write, the new data goes unasked to a reader whose read is predicted */
+    DSM_ACT_XPUSH,     /* home: such a push goes exclusive when the reader's upgrade is predicted after its read */
     DSM_ACT_KINDS
 };
 #define DSM_ACT_BIT(k) (1u << (k))
+#define DSM_ACT_PUSHES (DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH))
+
+/* dsm_ptr.pushed at a home: how the entry's copy was pushed. */
+enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2 };
+/* dsm_region.pushed at a remote: what a pushed copy has not had yet. */
+enum { DSM_PUSHED_UNREAD = 1, DSM_PUSHED_UNWRITTEN = 2 };
 
 /* dsm_region.act: what an action left on a region.  At a remote: the copy
  * came exclusive for a read (by rmw or migratory) and is not written yet;
@@ -291,6 +300,11 @@ struct dsm_observer; /* dsm/observe.h: sees every coherence message received */
  * would have been (it may be NULL). */
 typedef int (*dsm_predict_fn)(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type);
 typedef void (*dsm_assume_fn)(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t sender, unsigned type);
+/* The prediction after <after_sender, after_type>, a message an action is
+ * about to make unnecessary (xpush: the read its push answers), as if it
+ * had come; nothing is learnt. */
+typedef int (*dsm_predict_after_fn)(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t after_sender,
+                                    unsigned after_type, uint32_t *sender, unsigned *type);
 
 struct dsm_node {
     uint32_t rank, nranks;
@@ -312,11 +326,12 @@ struct dsm_node {
     unsigned act;                   /* DSM_ACT_BIT()s enabled; 0: none */
     dsm_predict_fn predict;         /* with act: the predictions the actions follow */
     dsm_assume_fn assume;
+    dsm_predict_after_fn predict_after; /* with xpush; NULL: no exclusive push */
     /* the throttle's standing of this rank's exclusive-for-read actions (as
      * a home), of its dsi (as a remote) and of its pushes (as a home), over
      * its regions (dsm/act.c) */
-    struct dsm_act_trust act_trust[3];
-    struct dsm_act_untried act_untried[3]; /* the caps on untried dsi and push, by act_trust's index (dsm/act.c) */
+    struct dsm_act_trust act_trust[4];
+    struct dsm_act_untried act_untried[4]; /* the caps on untried dsi, push, xpush, by act_trust's index (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX

@@ -163,6 +163,17 @@ static void test_consumers(void)
           "prediction for sender 3: %d %s", (int)s, cosmos_type_name(t));
     s = COSMOS_ANY_SENDER;
     CHECK(cosmos_predict(pi, 3, &s, &t) == 0, "sender index predicted for an unknown sender");
+    /* After consumer 3's ack (not offered), its history predicts its next
+     * read; another sender's history is untouched by it. */
+    s = 3;
+    CHECK(cosmos_predict_after(pi, NULL, 3, 3, COSMOS_INVAL_RO_RESP, &s, &t) == 1 && s == 3 &&
+              t == COSMOS_GET_RO_REQ,
+          "prediction after sender 3's ack: %d %s", (int)s, cosmos_type_name(t));
+    uint32_t s2 = 2, s2a = 2;
+    unsigned t2 = 0, t2a = 0;
+    CHECK(cosmos_predict(pi, 3, &s2, &t2) == 1 &&
+              cosmos_predict_after(pi, NULL, 3, 3, COSMOS_INVAL_RO_RESP, &s2a, &t2a) == 1 && s2a == s2 && t2a == t2,
+          "sender 3's message changed sender 2's prediction");
     printf("3 consumers, varying order, depth 1: sender index %.2f%%, base %.2f%%\n", 100 * rate(pi),
            100 * rate(base));
     cosmos_destroy(pi);
@@ -193,6 +204,25 @@ static void test_migratory(void)
     }
     expect_counts(d2, 586, 0, 14, "migratory depth 2");
     expect_counts(d1, 294, 296, 10, "migratory depth 1");
+    /* The next period starts with <P2,get_ro_request>; asked before it
+     * comes, both depths predict the ack of P1, its previous owner, which
+     * is what they predict once it has come; asking learns and counts
+     * nothing. */
+    struct cosmos_pred *ps[] = {d2, d1};
+    for (int k = 0; k < 2; k++) {
+        uint32_t s = 0, s_then = 0;
+        unsigned t = 0, t_then = 0;
+        struct cosmos_counts before, after;
+        cosmos_counts(ps[k], &before);
+        CHECK(cosmos_predict_after(ps[k], NULL, 11, P2, COSMOS_GET_RO_REQ, &s, &t) == 1 && s == P1 &&
+                  t == COSMOS_INVAL_RW_RESP,
+              "depth %d: after <P2,get_ro_request> predicted <%u,%s>", 2 - k, (unsigned)s, cosmos_type_name(t));
+        cosmos_counts(ps[k], &after);
+        CHECK(memcmp(&before, &after, sizeof before) == 0, "depth %d: asking changed the counts", 2 - k);
+        cosmos_observe(ps[k], 11, P2, COSMOS_GET_RO_REQ);
+        CHECK(cosmos_predict(ps[k], 11, &s_then, &t_then) == 1 && s_then == s && t_then == t,
+              "depth %d: the prediction once it came differs", 2 - k);
+    }
     CHECK(rate(d2) >= 0.95, "migratory depth 2: %.3f", rate(d2));
     printf("migratory depth 2: %.2f%%, depth 1: %.2f%%\n", 100 * rate(d2), 100 * rate(d1));
     cosmos_destroy(d2);

@@ -44,15 +44,25 @@ static void on_send(struct dsm_node *node, const struct dsm_msg *m)
 unsigned sim_act;
 
 /* Predicts the message each action waits for: at a home the requester's
- * upgrade, or with push a read request from the rank asked about; an
- * invalidation at a remote. */
+ * upgrade, or with push (xpush) a read request from the rank asked about;
+ * an invalidation at a remote. */
 static int sim_oracle(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type)
 {
     (void)rid, (void)sender; /* the sender stays the one asked about */
     if (home)
-        *type = node->act & DSM_ACT_BIT(DSM_ACT_PUSH) ? COSMOS_GET_RO_REQ : COSMOS_UPGRADE_REQ;
+        *type = node->act & DSM_ACT_PUSHES ? COSMOS_GET_RO_REQ : COSMOS_UPGRADE_REQ;
     else
         *type = COSMOS_INVAL_RW_REQ;
+    return 1;
+}
+
+/* xpush's question: after the pushed read, that reader's upgrade. */
+static int sim_oracle_after(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t after_sender,
+                            unsigned after_type, uint32_t *sender, unsigned *type)
+{
+    (void)node, (void)rid, (void)after_type;
+    *sender = after_sender;
+    *type = home ? COSMOS_UPGRADE_REQ : COSMOS_INVAL_RW_REQ;
     return 1;
 }
 
@@ -70,6 +80,7 @@ void sim_init(struct sim *s, unsigned nnodes, unsigned nregions, int fifo)
         else {
             s->nodes[n].act = sim_act;
             s->nodes[n].predict = sim_oracle;
+            s->nodes[n].predict_after = sim_oracle_after;
         }
     for (unsigned k = 0; k < nregions; k++)
         s->rids[k] = dsm_create(&s->nodes[k % nnodes], SIM_DATA)->rid;
@@ -436,11 +447,13 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->num_acks);
     h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
     h = mix(h, (uint8_t)r->trust.credit | (uint64_t)r->trust.skip << 8 | (uint64_t)(uint8_t)r->push_trust.credit << 16 |
-                   (uint64_t)r->push_trust.skip << 24 | (uint64_t)r->pushed << 32);
+                   (uint64_t)r->push_trust.skip << 24 | (uint64_t)r->pushed << 32 |
+                   (uint64_t)r->push_xskip << 40 | (uint64_t)(uint8_t)r->xpush_trust.credit << 48 |
+                   (uint64_t)r->xpush_trust.skip << 56);
     h = mix(h, r->push_writes | (uint64_t)r->push_writes_then << 16 | (uint64_t)r->push_after << 32);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
-        dir[i] = (uint64_t)r->dir[i].node << 33 | (uint64_t)r->dir[i].pushed << 32 | r->dir[i].version;
+        dir[i] = (uint64_t)r->dir[i].node << 34 | (uint64_t)r->dir[i].pushed << 32 | r->dir[i].version;
     qsort(dir, r->ndir, sizeof dir[0], cmp_u64);
     for (uint32_t i = 0; i < r->ndir; i++)
         h = mix(h, dir[i]);
@@ -455,7 +468,7 @@ uint64_t sim_hash(const struct sim *s)
     for (unsigned n = 0; n < s->nnodes; n++) {
         h = mix(h, s->pc[n] | (uint64_t)s->phase[n] << 8);
         const struct dsm_node *nd = &s->nodes[n];
-        for (unsigned i = 0; i < 3; i++) {
+        for (unsigned i = 0; i < sizeof nd->act_trust / sizeof nd->act_trust[0]; i++) {
             h = mix(h, (uint8_t)nd->act_trust[i].credit | (uint64_t)nd->act_trust[i].skip << 8);
             h = mix(h, nd->act_untried[i].out | (uint64_t)nd->act_untried[i].declined << 16);
         }

@@ -1085,9 +1085,13 @@ static void act_heard(void)
 }
 
 /* Node 1 reads, then the home writes (invalidating node 1's copy) and its
- * write's end pushes the new data to node 1, whose read is predicted. */
+ * write's end pushes the new data to node 1, whose read is predicted
+ * (with xpush on, exclusive: its upgrade is predicted after the read). */
 static void push_after_write(struct sim *s)
 {
+    int x = !(sim_act & DSM_ACT_BIT(DSM_ACT_PUSH));
+    enum dsm_msg_type type = x ? DSM_MSG_EXCLUSIVE_ACK_DATA : DSM_MSG_SHARED_ACK_DATA;
+    enum dsm_act_kind kind = x ? DSM_ACT_XPUSH : DSM_ACT_PUSH;
     map_and_request(s, 1, DSM_MSG_SHARED_REQ);
     sim_arrive(s, DSM_MSG_SHARED_REQ, 1, 0);
     granted_op(s, 1, DSM_MSG_SHARED_ACK_DATA);
@@ -1096,9 +1100,9 @@ static void push_after_write(struct sim *s)
     sim_arrive(s, DSM_MSG_INVALIDATE_ACK, 1, 0);
     sim_step(s, 0); /* the write starts */
     sim_step(s, 0); /* end write: the push */
-    int i = sim_find_flight(s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
-    CHECK(i >= 0 && s->flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_PUSH) && s->nodes[0].stats.act_taken[DSM_ACT_PUSH] == 1,
-          "push: no tagged push at the home's write's end");
+    int i = sim_find_flight(s, type, 0, 1);
+    CHECK(i >= 0 && s->flight[i].m.aux == DSM_ACT_BIT(kind) && s->nodes[0].stats.act_taken[kind] == 1,
+          "%s: no tagged push at the home's write's end", util_cosmos_act_names[kind]);
 }
 
 /* push: node 1's next read hits the pushed copy (confirmed, and the home
@@ -1147,8 +1151,9 @@ static void act_push_crossed(void)
 
 /* push's timing (act.c's rule alone, as in act_dsi_steady): a home that
  * writes twice before its reader asks pushes after the second write only;
- * when the reader then asks after one write the push moves there, and a
- * push invalidated unread moves it one write later again. */
+ * when the reader then asks after one write the push moves there, a push
+ * invalidated unread moves it one write later again, and a request after
+ * no write does not move it. */
 static void act_push_timing(void)
 {
     struct sim s;
@@ -1163,7 +1168,7 @@ static void act_push_timing(void)
     for (unsigned step = 0; step < 3; step++)
         for (unsigned w = 0; w < 2; w++) {
             dsm_act_push_wrote(r);
-            if (dsm_act_push(nd, r, 1)) {
+            if (dsm_act_push(nd, r, 1, 0)) {
                 fired |= 1u << (step * 2 + w);
                 dsm_act_push_sent(r);
             }
@@ -1172,7 +1177,7 @@ static void act_push_timing(void)
     dsm_act_push_wrote(r);
     dsm_act_push_read_req(r); /* the reader asks after one write now */
     dsm_act_push_wrote(r);
-    CHECK(dsm_act_push(nd, r, 1), "push: did not follow the request after one write");
+    CHECK(dsm_act_push(nd, r, 1, 0), "push: did not follow the request after one write");
     dsm_act_push_sent(r);
     struct dsm_ptr e = {.node = 1, .pushed = 1};
     struct dsm_msg m = {.type = DSM_MSG_INVALIDATE_ACK, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_PUSH)};
@@ -1180,6 +1185,155 @@ static void act_push_timing(void)
     CHECK(r->push_after == 2 && r->push_writes == 1,
           "push: a push invalidated unread left push_after %u, push_writes %u (expected 2, 1)", r->push_after,
           r->push_writes);
+    /* a push, then another reader's request with no write between (tuned
+     * Water at 4 ranks; or an exclusive push's recalled copy asked again):
+     * it says nothing of the write after which readers read */
+    dsm_act_push_sent(r);
+    dsm_act_push_read_req(r);
+    CHECK(r->push_after == 2, "push: a request after no write since the push moved push_after to %u", r->push_after);
+    sim_fini(&s);
+}
+
+/* xpush (D13): the push goes exclusive, the home to HomeInvalid with node
+ * 1's entry marked; node 1 takes it as an idle modified copy, its read and
+ * then its write hit with nothing in flight (confirmed at the write), and
+ * the home judges it confirmed when the written copy comes back.  Both
+ * sides hear what they would without the action: the home the read and
+ * the upgrade (assumed), the remote the read's grant (the exclusive push's
+ * stand-in) and the upgrade's ack (assumed at the write). */
+static void act_xpush(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0), W(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 3});
+    struct dsm_observer obs[2];
+    memset(heard, 0, sizeof heard);
+    for (unsigned n = 0; n < 2; n++) {
+        obs[n] = (struct dsm_observer){.fn = heard_msg, .ctx = (void *)(uintptr_t)n};
+        s.nodes[n].observer = &obs[n];
+        s.nodes[n].assume = heard_assumed;
+    }
+    push_after_write(&s);
+    struct dsm_region *h = sim_region(&s, 0, 0);
+    CHECK(h->state == DSM_HOME_INVALID && h->ndir == 1 && h->dir[0].pushed == DSM_PUSH_EXCLUSIVE,
+          "xpush: the home is in state %u with %u entries, not HomeInvalid with node 1's exclusive push", h->state,
+          h->ndir);
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_MODIFIED && r->pushed == (DSM_PUSHED_UNREAD | DSM_PUSHED_UNWRITTEN),
+          "xpush: node 1 took the push into state %u (pushed %u), not an idle modified copy", r->state, r->pushed);
+    sim_step(&s, 1); /* start read: a hit */
+    CHECK(r->state == DSM_REMOTE_MODIFIED_RIP && s.nflight == 0 && sim_value(r) == 1,
+          "xpush: node 1's read after the push was not a hit on the new data");
+    sim_step(&s, 1); /* end read: not self-invalidated, not judged yet */
+    CHECK(s.nodes[1].stats.act_confirmed[DSM_ACT_XPUSH] == 0 && r->pushed == DSM_PUSHED_UNWRITTEN,
+          "xpush: confirmed by a read alone");
+    sim_step(&s, 1); /* start write: a hit */
+    CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0 && s.nodes[1].stats.act_confirmed[DSM_ACT_XPUSH] == 1,
+          "xpush: node 1's write was not a confirmed hit");
+    sim_step(&s, 1); /* end write */
+    dsm_flush(&s.nodes[1], r);
+    int i = sim_find_flight(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == 0, "xpush: the written copy's flush is tagged or missing");
+    sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    CHECK(s.nodes[0].act_trust[3].credit == 1 && h->state == DSM_HOME_EXCLUSIVE && home_value(&s) == 2,
+          "xpush: the home did not judge the written copy confirmed, or lost its data");
+    static const unsigned home[] = {COSMOS_GET_RO_REQ, COSMOS_INVAL_RO_RESP, COSMOS_GET_RO_REQ, COSMOS_UPGRADE_REQ,
+                                    COSMOS_FLUSH};
+    static const unsigned remote[] = {COSMOS_GET_RO_RESP, COSMOS_INVAL_RW_REQ, COSMOS_GET_RO_RESP,
+                                      COSMOS_UPGRADE_RESP};
+    CHECK(heard_is(0, home, 5) && heard_is(1, remote, 4),
+          "xpush heard: the home %u types (%u %u %u %u %u), the remote %u (%u %u %u %u)", heard[0].n,
+          heard[0].type[0], heard[0].type[1], heard[0].type[2], heard[0].type[3], heard[0].type[4], heard[1].n,
+          heard[1].type[0], heard[1].type[1], heard[1].type[2], heard[1].type[3]);
+    for (unsigned n = 0; n < 2; n++)
+        s.nodes[n].observer = NULL;
+    finish(&s);
+}
+
+/* xpush crossed: by the reader's own request (queued behind the pushed
+ * entry; the push is flushed unread with both tags, the home judges it
+ * push's waste, back in HomeExclusive, and grants the request), and by the
+ * home's own read's recall overtaking it (the remote raises its version,
+ * flushes the push when it comes, and the home takes that flush as the
+ * recall's ack). */
+static void act_xpush_crossed(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 2});
+    push_after_write(&s);
+    sim_step(&s, 1); /* start read: the request crosses the push */
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    CHECK(s.nodes[0].stats.queued == 1, "xpush: the crossing request was not queued behind the pushed entry");
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == (DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH)) &&
+              s.nodes[1].stats.act_wasted[DSM_ACT_XPUSH] == 1,
+          "xpush: the crossing push was not flushed unread");
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    CHECK(s.nodes[0].act_trust[3].credit == -2, "xpush: the crossed push was not judged push's waste (credit %d)",
+          s.nodes[0].act_trust[3].credit);
+    granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
+    CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "xpush: node 1 read an old value");
+    finish(&s);
+
+    act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0), R(0)}, {R(0)}},
+                 (unsigned[SIM_MAX_NODES]){2, 1});
+    push_after_write(&s);
+    sim_step(&s, 0); /* the home's read: recalls the pushed copy */
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1); /* overtakes the push */
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_INVALID && s.nflight == 1, "xpush: the overtaking recall was answered");
+    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
+    CHECK(r->state == DSM_REMOTE_INVALID && sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0) >= 0,
+          "xpush: the overtaken push was taken, not flushed");
+    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
+    struct dsm_region *h = sim_region(&s, 0, 0);
+    CHECK(h->state == DSM_HOME_EXCLUSIVE_RIP && h->ndir == 0, "xpush: the flush did not answer the recall (state %u)",
+          h->state);
+    finish(&s);
+}
+
+/* xpush's outcomes on its own standing (act.c's rule alone): read but
+ * never written weighs an exclusive read's waste (1) and makes the next
+ * push shared, which the one after does not repeat; unread weighs push's
+ * (3), and leaves push's standing alone: declined exclusive, the push goes
+ * shared; exclusive pushes have a cap on untried ones as pushes do. */
+static void act_xpush_judged(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_node *nd = &s.nodes[0];
+    struct dsm_region *a = sim_region(&s, 0, 0), *b = dsm_create(nd, SIM_DATA);
+    struct dsm_ptr e = {.node = 1, .pushed = DSM_PUSH_EXCLUSIVE};
+    struct dsm_msg m = {.type = DSM_MSG_INVALIDATE_ACK_DATA, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_XPUSH)};
+    dsm_act_push_judged(nd, a, &e, &m); /* read, never written */
+    CHECK(a->xpush_trust.credit == -1 && a->push_xskip, "xpush: read-unwritten weighed %d, skip %u (expected -1, 1)",
+          a->xpush_trust.credit, a->push_xskip);
+    int first = dsm_act_push(nd, a, 1, 1), second = dsm_act_push(nd, a, 1, 1);
+    CHECK(first == DSM_PUSH_SHARED && second == DSM_PUSH_EXCLUSIVE,
+          "xpush: after an unwritten one pushed %d then %d (expected shared, then exclusive)", first, second);
+    CHECK(dsm_act_push(nd, a, 1, 0) == DSM_PUSH_SHARED, "xpush: exclusive where the caller said it is not legal");
+    e.pushed = DSM_PUSH_EXCLUSIVE;
+    m = (struct dsm_msg){
+        .type = DSM_MSG_FLUSH, .src = 1, .aux = DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH)};
+    dsm_act_push_judged(nd, b, &e, &m); /* never read */
+    CHECK(b->xpush_trust.credit == -2 && !b->push_xskip, "xpush: unread weighed %d, skip %u (expected -2, 0)",
+          b->xpush_trust.credit, b->push_xskip);
+    CHECK(dsm_act_push(nd, b, 1, 1) == DSM_PUSH_SHARED && b->push_trust.credit == 0 &&
+              nd->stats.act_throttled[DSM_ACT_XPUSH] == 1,
+          "xpush: a suspended exclusive push did not go shared, or its wastes touched push's standing (%d)",
+          b->push_trust.credit);
+    sim_fini(&s);
+    sim_act = DSM_ACT_BIT(DSM_ACT_XPUSH);
+    sim_init(&s, 2, 0, 0);
+    unsigned fired = 0;
+    for (unsigned k = 0; k < 32; k++)
+        fired += dsm_act_push(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1, 1) == DSM_PUSH_EXCLUSIVE;
+    CHECK(fired == 4 && s.nodes[0].stats.act_throttled[DSM_ACT_XPUSH] == 28,
+          "xpush: %u of 32 untried exclusive pushes, not 4", fired);
     sim_fini(&s);
 }
 
@@ -1343,7 +1497,7 @@ static void act_untried_cap(void)
     sim_init(&s, 2, 2, 0);
     fired = 0;
     for (unsigned k = 0; k < 32; k++)
-        fired += (unsigned)dsm_act_push(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1);
+        fired += (unsigned)dsm_act_push(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA), 1, 0);
     CHECK(fired == 4 && s.nodes[0].stats.act_throttled[DSM_ACT_PUSH] == 28 &&
               dsm_act_self_invalidate(&s.nodes[0], dsm_create(&s.nodes[0], SIM_DATA)),
           "untried cap: %u of 32 untried pushes, not 4, or dsi capped by them", fired);
@@ -1373,10 +1527,14 @@ static void actions(void)
     act_push();
     act_push_crossed();
     act_push_timing();
+    act_xpush();
+    act_xpush_crossed();
+    act_xpush_judged();
     sim_act = 0;
     printf("actions: the throttle, the cap on untried actions, a late retry, dsi's steady count, its uses across an "
-           "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears and push "
-           "(read, crossed by its reader's request, its timing) passed\n");
+           "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears, push "
+           "(read, crossed by its reader's request, its timing) and xpush (read and written, what each side hears, "
+           "crossed by its reader's request and by a recall, its outcomes' weights, skip and cap) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
@@ -1460,7 +1618,7 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2 || argc == 3, "usage: test_proto <test> [actions, as SHOAL_COSMOS_ACT]");
     int act = argc == 3 ? util_cosmos_act_mask(argv[2]) : 0;
-    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push)", argv[2]);
+    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push, xpush)", argv[2]);
     sim_act = (unsigned)act;
     static const struct test_case tests[] = {
         {"transitions", transitions},
