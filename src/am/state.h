@@ -30,6 +30,7 @@ struct am_state {
     int nranks;
     struct shm_state *shm;
     size_t max_medium;
+    uint32_t ring_msg_max;   /* slots of the largest message a ring takes: a larger medium goes via the outbox */
     int strict;
     enum am_context ctx;
     struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
@@ -128,6 +129,7 @@ void am_large_fini(void);
  * class); am_net.c's window waits use it too. */
 struct hang_wait;
 int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
+int am_describe_outbox(const struct hang_wait *w, char *buf, size_t n);
 
 /* Requests a handler could not send for want of room (defer.c). */
 #define AM_DEFER_MAX_BYTES (64ull << 20) /* their copies, per rank: beyond it, an abort naming the ranks */
