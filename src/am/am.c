@@ -1067,6 +1067,14 @@ unsigned shoal_am_max_args(void)
 }
 
 #define AM_OUTBOX_SHARE 4u
+/* Where there is an outbox (rings too small for every medium), payloads
+ * from this size on take it even when they would fit their ring: a small
+ * ring brings a sender back to lines the receiver still holds every few
+ * messages, each a cross-core invalidation, while the 1 MiB pool's lines
+ * have aged out; measured with 128- to 1024-slot rings, 1-8 KiB mediums
+ * 5-30 % faster through the outbox, 256-512 bytes the same
+ * (docs/SHM_QUEUE.md). */
+#define AM_OUTBOX_FROM 1024u
 _Static_assert((8 + 8 * SHOAL_AM_MAX_ARGS + RING_SLOT_BYTES - 1) / RING_SLOT_BYTES * RING_SLOT_BYTES ==
                    SHM_MEDIUM_HEAD_MAX, "shm sizes the outbox by am's medium layout");
 
@@ -1093,6 +1101,8 @@ int am_init(int rank, int nranks, int level)
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots, shm->outbox_bytes);
     am.ring_msg_max = ring_max_msg_slots(shm->ring_slots);
+    if (shm->outbox_bytes && am.ring_msg_max > am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1)
+        am.ring_msg_max = am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1;
     am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
     am_lane_told = calloc((size_t)nranks * lanes + 1, 1); /* + 1: never a NULL for 0 */
     if (!am_mt || !am_lane_told)
