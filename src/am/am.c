@@ -584,10 +584,34 @@ static int am_outbox_put(int dest, enum am_class cls, unsigned flags, int wait, 
     return SHOAL_OK;
 }
 
-/* The descriptor of an outbox medium: its arguments and the payload's offset. */
-static inline uint32_t am_outbox_slots(unsigned nargs)
+/* A medium of *m slots that its ring should not carry inline (too large,
+ * or at least AM_OUTBOX_FROM bytes where there is an outbox): its payload
+ * into the outbox (am_outbox_put), *m the descriptor's slots, *payload_at
+ * the payload's offset in the pool, *chunk >= 0.  Otherwise nothing, and
+ * *chunk stays -1. */
+static inline int am_outbox_maybe(int dest, enum am_class cls, unsigned flags, int wait, enum am_kind kind,
+                                  unsigned nargs, const void *src, size_t nbytes, uint32_t *m, size_t *payload_at,
+                                  int64_t *chunk)
 {
-    return am_slots(am_header_bytes(nargs, AM_MEDIUM) + sizeof(uint64_t));
+    *chunk = -1;
+    if (UTIL_LIKELY(kind != AM_MEDIUM || *m <= am.ring_msg_max))
+        return SHOAL_OK;
+    int rc = am_outbox_put(dest, cls, flags, wait, src, nbytes, payload_at, chunk);
+    *m = am_slots(am_header_bytes(nargs, AM_MEDIUM) + sizeof(uint64_t)); /* arguments, the payload's offset */
+    return rc;
+}
+
+/* Tells the pool of cls what became of an outbox medium's descriptor: in
+ * tx's ring now (the chunk is free once tx's consumer head passes it), or
+ * never sent (tx NULL: free now). */
+static inline void am_outbox_settle(enum am_class cls, int64_t chunk, const struct ring_tx *tx)
+{
+    if (chunk < 0)
+        return;
+    if (tx)
+        outbox_sent(&am.shm->out[cls], chunk, &tx->head->head, tx->tail);
+    else
+        outbox_cancel(&am.shm->out[cls], chunk);
 }
 
 /* Where a message's payload starts in its slots, and how many slots it takes. */
@@ -634,13 +658,10 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
         return am_net_send(dest, cls, handler, flags, kind, src, nbytes, seg, offset, nargs, args);
     size_t payload_at;
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
-    int64_t chunk = -1;
-    if (UTIL_UNLIKELY(kind == AM_MEDIUM && m > am.ring_msg_max)) {
-        int rc = am_outbox_put(dest, cls, flags, 1, src, nbytes, &payload_at, &chunk);
-        if (rc)
-            return rc == AM_DEFER ? am_defer_add(dest, handler, kind, src, nbytes, seg, offset, nargs, args) : rc;
-        m = am_outbox_slots(nargs);
-    }
+    int64_t chunk;
+    int rc = am_outbox_maybe(dest, cls, flags, 1, kind, nargs, src, nbytes, &m, &payload_at, &chunk);
+    if (UTIL_UNLIKELY(rc))
+        return rc == AM_DEFER ? am_defer_add(dest, handler, kind, src, nbytes, seg, offset, nargs, args) : rc;
     struct am_mt_ring *mt = NULL;
     struct am_sent_count *unused;
     struct ring_tx *tx = multiple && cls == AM_REQ ? am_mt_tx(dest, handler, &mt, &unused)
@@ -648,19 +669,17 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
     struct ring_slot *slot = ring_tx_reserve(tx, m);
     if (UTIL_UNLIKELY(!slot)) {
         unsigned lane = multiple && cls == AM_REQ && !mt ? (uint32_t)am_lane_tls - 1 : 0;
-        int rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt, lane);
+        rc = am_wait_for_room(dest, tx, cls, m, flags, &slot, mt, lane);
         if (rc) {
             if (mt)
                 am_mt_unlock(mt);
-            if (chunk >= 0)
-                outbox_cancel(&am.shm->out[cls], chunk);
+            am_outbox_settle(cls, chunk, NULL);
             return rc == AM_DEFER ? am_defer_add(dest, handler, kind, src, nbytes, seg, offset, nargs, args) : rc;
         }
     }
     ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, chunk >= 0 ? AM_KIND_OUTBOX : kind, src,
                                       nbytes, seg, offset, nargs, args));
-    if (chunk >= 0)
-        outbox_sent(&am.shm->out[cls], chunk, &tx->head->head, tx->tail);
+    am_outbox_settle(cls, chunk, tx);
     if (mt)
         am_mt_unlock(mt);
     if (UTIL_UNLIKELY(am_threaded))
@@ -840,12 +859,9 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
         return AM_TAKE_LOCK;
     size_t payload_at;
     uint32_t m = am_msg_slots(kind, nargs, nbytes, &payload_at);
-    int64_t chunk = -1;
-    if (kind == AM_MEDIUM && m > am.ring_msg_max) {
-        if (am_outbox_put(dest, AM_REQ, flags, 0, src, nbytes, &payload_at, &chunk) != SHOAL_OK)
-            return AM_TAKE_LOCK;
-        m = am_outbox_slots(nargs);
-    }
+    int64_t chunk;
+    if (am_outbox_maybe(dest, AM_REQ, flags, 0, kind, nargs, src, nbytes, &m, &payload_at, &chunk) != SHOAL_OK)
+        return AM_TAKE_LOCK;
     struct am_mt_ring *mt;
     struct am_sent_count *count;
     struct ring_tx *tx = am_mt_tx(dest, handler, &mt, &count);
@@ -853,14 +869,12 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
     if (!slot) {
         if (mt)
             am_mt_unlock(mt);
-        if (chunk >= 0)
-            outbox_cancel(&am.shm->out[AM_REQ], chunk);
+        am_outbox_settle(AM_REQ, chunk, NULL);
         return AM_TAKE_LOCK;
     }
     ring_tx_commit(tx, m, am_msg_fill(slot, payload_at, dest, handler, chunk >= 0 ? AM_KIND_OUTBOX : kind, src,
                                       nbytes, seg, offset, nargs, args));
-    if (chunk >= 0)
-        outbox_sent(&am.shm->out[AM_REQ], chunk, &tx->head->head, tx->tail);
+    am_outbox_settle(AM_REQ, chunk, tx);
     am_sent_add(&count->n[kind], 1);
     am_sent_add(&count->bytes[kind], nbytes);
     if (mt)
