@@ -585,16 +585,17 @@ static int am_outbox_put(int dest, enum am_class cls, unsigned flags, int wait, 
 }
 
 /* A medium of *m slots that its ring should not carry inline (too large,
- * or at least AM_OUTBOX_FROM bytes where there is an outbox): its payload
- * into the outbox (am_outbox_put), *m the descriptor's slots, *payload_at
- * the payload's offset in the pool, *chunk >= 0.  Otherwise nothing, and
- * *chunk stays -1. */
+ * or at least AM_OUTBOX_FROM bytes where there is an outbox and the pool
+ * takes it): its payload into the outbox (am_outbox_put), *m the
+ * descriptor's slots, *payload_at the payload's offset in the pool, *chunk
+ * >= 0.  Otherwise nothing, and *chunk stays -1.  (A medium too large for
+ * its ring is never too large for the pool: am_medium_limit.) */
 static inline int am_outbox_maybe(int dest, enum am_class cls, unsigned flags, int wait, enum am_kind kind,
                                   unsigned nargs, const void *src, size_t nbytes, uint32_t *m, size_t *payload_at,
                                   int64_t *chunk)
 {
     *chunk = -1;
-    if (UTIL_LIKELY(kind != AM_MEDIUM || *m <= am.ring_msg_max))
+    if (UTIL_LIKELY(kind != AM_MEDIUM || *m <= am.outbox_from) || (*m <= am.ring_msg_max && nbytes > am.outbox_max))
         return SHOAL_OK;
     int rc = am_outbox_put(dest, cls, flags, wait, src, nbytes, payload_at, chunk);
     *m = am_slots(am_header_bytes(nargs, AM_MEDIUM) + sizeof(uint64_t)); /* arguments, the payload's offset */
@@ -1114,9 +1115,10 @@ int am_init(int rank, int nranks, int level)
     const char *strict = util_config_str(CFG_STRICT); /* "" counts as unset */
     am.strict = strict[0] ? strict[0] == '1' : debug_build;
     am.max_medium = am_medium_limit(shm->ring_slots, shm->outbox_bytes);
-    am.ring_msg_max = ring_max_msg_slots(shm->ring_slots);
-    if (shm->outbox_bytes && am.ring_msg_max > am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1)
-        am.ring_msg_max = am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1;
+    am.ring_msg_max = am.outbox_from = ring_max_msg_slots(shm->ring_slots);
+    am.outbox_max = shm->outbox_bytes / AM_OUTBOX_SHARE;
+    if (shm->outbox_bytes && am.outbox_from > am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1)
+        am.outbox_from = am_slots(RING_SLOT_BYTES + AM_OUTBOX_FROM) - 1;
     am_mt = aligned_alloc(_Alignof(struct am_mt_ring), (size_t)nranks * sizeof *am_mt);
     am_lane_told = calloc((size_t)nranks * lanes + 1, 1); /* + 1: never a NULL for 0 */
     if (!am_mt || !am_lane_told)

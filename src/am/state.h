@@ -31,6 +31,8 @@ struct am_state {
     struct shm_state *shm;
     size_t max_medium;
     uint32_t ring_msg_max;   /* slots of the largest message a ring takes: a larger medium goes via the outbox */
+    uint32_t outbox_from;    /* a medium of more slots may go via the outbox (ring_msg_max where there is none) */
+    size_t outbox_max;       /* largest payload the outbox takes: a quarter of a pool (0: none) */
     int strict;
     enum am_context ctx;
     struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
