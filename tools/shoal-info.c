@@ -63,7 +63,14 @@ static void print_geometry(int nranks)
     unsigned lanes = (unsigned)util_config_int(CFG_SHM_LANES);
     printf("  inbox per rank       %zu KiB (%zu KiB at SHOAL_THREAD_MULTIPLE: %u lanes per sender, SHOAL_SHM_LANES)\n",
            shm_region_bytes(nranks, slots, 0) / 1024, shm_region_bytes(nranks, slots, lanes) / 1024, lanes);
-    printf("  medium limit         %zu bytes\n", am_medium_limit(slots));
+    size_t outbox = shm_outbox_bytes(nranks);
+    if (outbox)
+        printf("  outbox per rank      2 x %zu KiB (mediums that do not fit their ring; SHOAL_SHM_OUTBOX_BYTES)\n",
+               outbox / 1024);
+    else
+        printf("  outbox per rank      none (the rings hold every medium)\n");
+    printf("  medium limit         %zu bytes (%zu in a ring, with 16 arguments; the outbox carries larger ones)\n",
+           am_medium_limit(slots, outbox), am_medium_limit(slots, 0));
     printf("  max arguments        %u x 64-bit\n", SHOAL_AM_MAX_ARGS);
     printf("  handlers             %u user indices\n", SHOAL_AM_MAX_HANDLERS);
 }

@@ -15,6 +15,9 @@
 
 enum am_class { AM_REQ = 0, AM_REP = 1 };
 enum am_kind { AM_SHORT = 0, AM_MEDIUM = 1, AM_LONG = 2 };
+/* The tag's kind of a medium whose payload waits in the sender's outbox
+ * (shm only; the handler sees a medium): docs/SHM_QUEUE.md. */
+#define AM_KIND_OUTBOX 3u
 
 /* Tag (the ring's upper 44 bits): handler 10 | nargs 5 | kind 2 | len/seg 27 */
 #define AM_HANDLER_BITS 10
@@ -79,9 +82,10 @@ _Atomic uint64_t *am_local_flag(int rank, unsigned round);
 /* The shm rings' size, for a log line. */
 uint32_t am_ring_slots(void);
 
-/* Medium payload limit for rings of ring_slots (SHOAL_SHM_MEDIUM_MAX capped
- * so a message with all its arguments fits). */
-size_t am_medium_limit(uint32_t ring_slots);
+/* Medium payload limit for rings of ring_slots and outbox pools of
+ * outbox_bytes: SHOAL_SHM_MEDIUM_MAX capped at the larger of what fits a
+ * ring with all arguments and a quarter of a pool. */
+size_t am_medium_limit(uint32_t ring_slots, size_t outbox_bytes);
 
 /* shoal_seg_create without its closing barrier, which the caller (core)
  * adds: am calls no layer above it. */

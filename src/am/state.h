@@ -30,6 +30,9 @@ struct am_state {
     int nranks;
     struct shm_state *shm;
     size_t max_medium;
+    uint32_t ring_msg_max;   /* slots of the largest message a ring takes: a larger medium goes via the outbox */
+    uint32_t outbox_from;    /* a medium of more slots may go via the outbox (ring_msg_max where there is none) */
+    size_t outbox_max;       /* largest payload the outbox takes: a quarter of a pool (0: none) */
     int strict;
     enum am_context ctx;
     struct am_frame frames[AM_MAX_NEST]; /* handler calls now running */
@@ -128,6 +131,7 @@ void am_large_fini(void);
  * class); am_net.c's window waits use it too. */
 struct hang_wait;
 int am_describe_credits(const struct hang_wait *w, char *buf, size_t n);
+int am_describe_outbox(const struct hang_wait *w, char *buf, size_t n);
 
 /* Requests a handler could not send for want of room (defer.c). */
 #define AM_DEFER_MAX_BYTES (64ull << 20) /* their copies, per rank: beyond it, an abort naming the ranks */

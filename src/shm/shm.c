@@ -21,12 +21,28 @@ uint32_t shm_default_ring_slots(int nranks)
      * ring later has aged out of the receiver's caches, and writing it costs
      * no cross-core invalidation (measured: a 64 KiB medium ping-pong 2.6x
      * faster with 1 MiB rings than with 256 KiB ones; docs/SHM_QUEUE.md).
-     * So: the largest ring up to 16384 slots that keeps the whole job's
-     * rings within 128 MiB, never below 256 slots. */
+     * But a medium no longer has to fit its ring (the outbox takes the rest),
+     * so rings are held to a budget per rank: the largest ring up to 16384
+     * slots that keeps this rank's rings within 128 MiB / nranks (the whole
+     * host's within 128 MiB, as before), or within 4 MiB where that is more,
+     * so 256 ranks keep 128-slot rings and an inbox of about 6 MiB. */
+    size_t budget = (128u << 20) / (size_t)(nranks > 0 ? nranks : 1);
+    if (budget < SHM_RING_BUDGET_MIN)
+        budget = SHM_RING_BUDGET_MIN;
     uint32_t slots = 16384;
-    while (slots > 256 && (size_t)nranks * nranks * SHM_CLASSES * slots * RING_SLOT_BYTES > (128u << 20))
+    while (slots > 64 && (size_t)nranks * SHM_CLASSES * slots * RING_SLOT_BYTES > budget)
         slots /= 2;
     return slots;
+}
+
+size_t shm_outbox_bytes(int nranks)
+{
+    /* None where a ring holds every medium up to SHOAL_SHM_MEDIUM_MAX (8
+     * ranks or fewer by default): those inboxes stay as they were. */
+    size_t ring_max = (size_t)ring_max_msg_slots(shm_default_ring_slots(nranks)) * RING_SLOT_BYTES;
+    if (ring_max >= SHM_MEDIUM_HEAD_MAX + (size_t)util_config_int(CFG_SHM_MEDIUM_MAX))
+        return 0;
+    return util_round_up((size_t)util_config_int(CFG_SHM_OUTBOX_BYTES), OUTBOX_ALIGN);
 }
 
 /* An inbox with `lanes` lanes per sender holds this many rings per sender. */
@@ -41,9 +57,17 @@ static size_t rings_offset(int nranks, uint32_t lanes)
                          4096);
 }
 
+/* The outbox follows the rings, page-aligned. */
+static size_t outbox_offset(int nranks, uint32_t ring_slots, uint32_t lanes)
+{
+    return util_round_up(rings_offset(nranks, lanes) +
+                             (size_t)nranks * rings_per_sender(lanes) * ring_slots * RING_SLOT_BYTES,
+                         4096);
+}
+
 size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes)
 {
-    return rings_offset(nranks, lanes) + (size_t)nranks * rings_per_sender(lanes) * ring_slots * RING_SLOT_BYTES;
+    return outbox_offset(nranks, ring_slots, lanes) + SHM_CLASSES * shm_outbox_bytes(nranks);
 }
 
 /* Rank r's inbox (of nranks on this host, each with rings in every inbox)
@@ -54,10 +78,11 @@ static int check_region(const struct shm_state *st, const struct shm_region_head
     if (h->magic != SHM_MAGIC || h->version != SHM_LAYOUT_VERSION || h->owner_rank != (uint32_t)r ||
         h->nranks != (uint32_t)nranks || h->ring_slots != slots || h->lanes > UTIL_SHM_LANES_MAX ||
         h->rings_offset != rings_offset(nranks, h->lanes) || h->total_bytes != bytes ||
+        h->outbox_bytes != st->outbox_bytes || h->outbox_offset != outbox_offset(nranks, slots, h->lanes) ||
         bytes != shm_region_bytes(nranks, slots, h->lanes)) {
-        LOG(LOG_ERROR, "inbox of rank %d has a foreign layout (version %u, %u ranks, %u slots); "
-            "all ranks must run the same shoal build and SHOAL_SHM_RING_SLOTS",
-            r, h->version, h->nranks, h->ring_slots);
+        LOG(LOG_ERROR, "inbox of rank %d has a foreign layout (version %u, %u ranks, %u slots, %llu-byte outbox "
+            "pools); all ranks must run the same shoal build, SHOAL_SHM_RING_SLOTS and SHOAL_SHM_OUTBOX_BYTES",
+            r, h->version, h->nranks, h->ring_slots, (unsigned long long)h->outbox_bytes);
         return SHOAL_EBOOT;
     }
     if (h->lanes && st->lanes && h->lanes != st->lanes) { /* this rank's threads would write past its lanes */
@@ -113,6 +138,20 @@ static int ring_pairs_init(struct shm_state *st, int i)
     return rc;
 }
 
+/* Every local peer's pools as its (checked) header places them, and this
+ * rank's allocators over its own. */
+static int outbox_pools_init(struct shm_state *st)
+{
+    for (int i = 0; i < st->nlocal; i++) {
+        char *region = st->regions[st->local[i]];
+        st->outbox[st->local[i]] = region + ((const struct shm_region_header *)region)->outbox_offset;
+    }
+    int rc = SHOAL_OK;
+    for (unsigned c = 0; c < SHM_CLASSES && rc == SHOAL_OK; c++)
+        rc = outbox_init(&st->out[c], st->outbox[st->rank] + c * st->outbox_bytes, st->outbox_bytes);
+    return rc;
+}
+
 /* The ranks this one reaches over shared memory, in rank order. */
 static int find_local(struct shm_state *st)
 {
@@ -139,6 +178,7 @@ int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes)
         return rc;
     int n = st->nlocal;
     st->ring_slots = shm_default_ring_slots(n);
+    st->outbox_bytes = shm_outbox_bytes(n);
     st->region_bytes = shm_region_bytes(n, st->ring_slots, st->lanes);
     st->regions = calloc((size_t)nranks, sizeof *st->regions);
     size_t *sizes = st->region_sizes = calloc((size_t)nranks, sizeof *sizes);
@@ -146,12 +186,15 @@ int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes)
     st->rx = calloc((size_t)n * SHM_CLASSES, sizeof *st->rx);
     st->lane_tx = calloc((size_t)nranks * lanes + 1, sizeof *st->lane_tx); /* + 1: never a NULL for 0 */
     st->lane_rx = calloc((size_t)n * lanes + 1, sizeof *st->lane_rx);
-    if (!st->regions || !sizes || !st->tx || !st->rx || !st->lane_tx || !st->lane_rx)
+    st->outbox = calloc((size_t)nranks, sizeof *st->outbox);
+    if (!st->regions || !sizes || !st->tx || !st->rx || !st->lane_tx || !st->lane_rx || !st->outbox)
         return SHOAL_ENOMEM;
     struct shm_region_header h = {.magic = SHM_MAGIC, .version = SHM_LAYOUT_VERSION,
                                   .owner_rank = (uint32_t)rank, .nranks = (uint32_t)n,
                                   .ring_slots = st->ring_slots, .rings_offset = rings_offset(n, st->lanes),
-                                  .total_bytes = st->region_bytes, .owner_pid = getpid(), .lanes = st->lanes};
+                                  .total_bytes = st->region_bytes, .owner_pid = getpid(), .lanes = st->lanes,
+                                  .outbox_offset = outbox_offset(n, st->ring_slots, st->lanes),
+                                  .outbox_bytes = st->outbox_bytes};
     rc = mem_exchange_alloc("shoal-inbox", st->region_bytes, &h, sizeof h, nranks, st->regions, sizes);
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
         rc = check_region(st, st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
@@ -159,7 +202,7 @@ int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes)
         return rc;
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
         rc = ring_pairs_init(st, i);
-    return rc;
+    return rc ? rc : outbox_pools_init(st);
 }
 
 void shm_fini(struct shm_state *st)
@@ -179,6 +222,9 @@ void shm_fini(struct shm_state *st)
     free(st->rx);
     free(st->lane_tx);
     free(st->lane_rx);
+    free(st->outbox);
+    for (unsigned c = 0; c < SHM_CLASSES; c++)
+        outbox_fini(&st->out[c]);
     free(st->local);
     free(st->local_index);
     memset(st, 0, sizeof *st);

@@ -9,16 +9,18 @@
 #include <stdint.h>
 
 #include "mem/mem.h"
+#include "shm/outbox.h"
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 4u
+#define SHM_LAYOUT_VERSION 5u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_LANES_OFFSET 6272u
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
 #define SHM_DOORBELL_OFFSET 6144u
 #define SHM_HEADS_OFFSET 8192u
+#define SHM_RING_BUDGET_MIN (4u << 20) /* a rank's rings may always take this much */
 
 struct shm_region_header {
     uint64_t magic;
@@ -30,6 +32,8 @@ struct shm_region_header {
     uint64_t total_bytes;
     int32_t owner_pid;
     uint32_t lanes;          /* per sender: SHOAL_SHM_LANES at MULTIPLE, else 0 */
+    uint64_t outbox_offset;  /* the owner's outbox: its request pool, then its reply pool */
+    uint64_t outbox_bytes;   /* per pool (SHOAL_SHM_OUTBOX_BYTES); 0: no outbox */
 };
 
 /* One dissemination-barrier flag, written by one peer per round. */
@@ -71,12 +75,21 @@ struct shm_state {
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
     struct ring_tx *lane_tx; /* [lane * nranks + dest] (a thread's lane is a row); local dests with lanes only (slots NULL: none) */
     struct ring_rx *lane_rx; /* [local index * lanes + lane] */
+    size_t outbox_bytes;     /* per pool, the same in every inbox (shm_init checks) */
+    char **outbox;           /* [nranks]: rank r's request pool, its reply pool after it (NULL: other host) */
+    struct outbox out[SHM_CLASSES]; /* this rank's pools, by class */
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
  * (SHOAL_SHM_RING_SLOTS or the default rule) and the region size. */
 uint32_t shm_default_ring_slots(int nranks);
 size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes);
+/* Bytes of each of a rank's two outbox pools for nranks ranks on a host:
+ * SHOAL_SHM_OUTBOX_BYTES, or 0 where rings hold every medium. */
+size_t shm_outbox_bytes(int nranks);
+/* Bytes before the payload of a medium with the most arguments in its ring
+ * (control word and 16 arguments, rounded up to a slot): am's layout. */
+#define SHM_MEDIUM_HEAD_MAX 192u
 
 
 /* Collective: creates this rank's inbox, exchanges descriptors, maps the

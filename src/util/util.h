@@ -17,6 +17,7 @@ enum util_cfg_id {
     CFG_SHM_RING_SLOTS, /* slots per ring */
     CFG_SHM_MEDIUM_MAX, /* largest medium payload */
     CFG_SHM_LANES,      /* request rings per sender for MULTIPLE's threads */
+    CFG_SHM_OUTBOX_BYTES, /* each outbox pool: mediums that do not fit their ring */
     CFG_SPIN,           /* spins before yielding in a wait */
     CFG_SEG_SIZE,       /* default segment size for tools/benchmarks */
     CFG_TRANSPORT,      /* transport selection */
@@ -118,6 +119,11 @@ int util_fault_parse(const char *spec, struct util_fault_spec *c, char *err, siz
  * a poll walks 16 rings per local sender once a lane is used; more threads
  * than that sending at once on one host outnumber its cores anyway. */
 #define UTIL_SHM_LANES_MAX 16u
+
+/* SHOAL_SHM_OUTBOX_BYTES, when not 0: at least four 4096-byte mediums in
+ * flight, at most 1 GiB per pool. */
+#define UTIL_SHM_OUTBOX_MIN 16384u
+#define UTIL_SHM_OUTBOX_MAX (1ll << 30)
 
 /* ---- sizes --------------------------------------------------------------- */
 /* v rounded up to a multiple of a; SIZE_MAX when that does not fit, which

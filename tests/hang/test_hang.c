@@ -14,6 +14,9 @@
  *     while rank 0's main thread waits in shoal_wait_until; rank 1
  *     computes without calling shoal.  Whichever of rank 0's threads
  *     reports names the other's wait too.
+ *   outbox (2 ranks, rings too small for 8 KiB mediums): rank 0 sends
+ *     8 KiB mediums to rank 1 until its outbox is full and waits for room;
+ *     rank 1 computes without calling shoal.
  *   slow (2 ranks): no hang: rank 1 computes for 3 s while rank 0 waits in
  *     a barrier, then both finalize; a report asked meanwhile must not
  *     change the job. */
@@ -131,6 +134,15 @@ static void lane_full(int me)
     shoal_wait_until(&go, 1);
 }
 
+static void outbox_full(int me)
+{
+    if (me == 1)
+        computing();
+    static char payload[8192];
+    for (;;) /* until the outbox is full: then the send waits for room for ever */
+        CHECK_RC(shoal_am_request_medium(1, H_GO, 0, payload, sizeof payload, 0, NULL), SHOAL_OK);
+}
+
 static void slow(int me)
 {
     if (me == 1) {
@@ -146,7 +158,7 @@ static void slow(int me)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl|lane|slow");
+    CHECK(argc == 2, "usage: test_hang nohandler|barrier|crl|lane|outbox|slow");
     int level = !strcmp(argv[1], "lane") ? SHOAL_THREAD_MULTIPLE : SHOAL_THREAD_SINGLE, got;
     CHECK_RC(shoal_init_thread(&argc, &argv, level, &got), SHOAL_OK);
     CHECK_RC(shoal_am_register(H_REQ, on_req), SHOAL_OK);
@@ -163,6 +175,8 @@ int main(int argc, char **argv)
         forgotten_end_write(me);
     else if (!strcmp(argv[1], "lane"))
         lane_full(me);
+    else if (!strcmp(argv[1], "outbox"))
+        outbox_full(me);
     else if (!strcmp(argv[1], "slow"))
         slow(me);
     else

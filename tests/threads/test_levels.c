@@ -331,14 +331,16 @@ static void *slot_thread(void *arg)
 
 /* TEST_INBOX_LANES=L: every inbox mapped here (/proc/self/maps) is as
  * large as one with L lanes per sender (docs/SHM_QUEUE.md's geometry, with
- * SHOAL_SHM_RING_SLOTS slots per ring): SHOAL_SHM_LANES took effect. */
+ * SHOAL_SHM_RING_SLOTS slots per ring, rings too small for the mediums, so
+ * two outbox pools of SHOAL_SHM_OUTBOX_BYTES): SHOAL_SHM_LANES took effect. */
 static void slot_check_inbox(void)
 {
     int lanes = env_int("TEST_INBOX_LANES", -1);
     if (lanes < 0)
         return;
     size_t k = (size_t)np * (2u + (size_t)lanes), slots = (size_t)env_int("SHOAL_SHM_RING_SLOTS", 0);
-    size_t want = (8192 + k * 128 + 4095) / 4096 * 4096 + k * slots * 64;
+    size_t rings = (8192 + k * 128 + 4095) / 4096 * 4096 + k * slots * 64;
+    size_t want = (rings + 4095) / 4096 * 4096 + 2 * (size_t)env_int("SHOAL_SHM_OUTBOX_BYTES", 0);
     FILE *f = fopen("/proc/self/maps", "r");
     CHECK(f != NULL, "rank %d: cannot read /proc/self/maps", me);
     char line[512];
