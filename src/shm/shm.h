@@ -12,7 +12,7 @@
 #include "shm/ring.h"
 
 #define SHM_MAGIC 0x4d4853414f4853ull /* "SHOASHM" */
-#define SHM_LAYOUT_VERSION 4u
+#define SHM_LAYOUT_VERSION 5u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_LANES_OFFSET 6272u
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
@@ -30,6 +30,7 @@ struct shm_region_header {
     uint64_t total_bytes;
     int32_t owner_pid;
     uint32_t lanes;          /* per sender: SHOAL_SHM_LANES at MULTIPLE, else 0 */
+    uint32_t watch_max;      /* W: senders polled directly when more are local (SHOAL_SHM_WATCHED) */
 };
 
 /* One dissemination-barrier flag, written by one peer per round. */
@@ -52,6 +53,28 @@ struct shm_doorbell {
     char pad[RING_HEAD_BLOCK - 3 * sizeof(uint32_t)];
 } __attribute__((aligned(RING_HEAD_BLOCK)));
 
+/* What a sender needs of one local peer's inbox beyond the rings: its own
+ * byte of the peer's summary, and its own watched flag there, which only
+ * the peer writes (docs/SHM_QUEUE.md, "Watched senders and the summary"). */
+struct shm_peer {
+    uint8_t *summary;
+    const uint8_t *watched;
+};
+
+/* The receiver's side of the summary: which senders it polls directly. */
+struct shm_watch {
+    int on;                  /* more local senders than watch_max: some are not watched */
+    int sender_fence;        /* no membarrier: senders fence before they read their flag */
+    int *list;               /* [nlocal]: local indices of the watched senders */
+    int n;                   /* how many */
+    uint64_t *seen;          /* [nlocal]: a watched sender's ring heads' sum at the last pass */
+    uint8_t *flag;           /* [nlocal] in this rank's inbox: 1 = watched */
+    uint64_t *summary;       /* [words] in this rank's inbox: byte s set by sender s */
+    int words;
+    unsigned polls;          /* since the last demotion pass */
+    uint64_t promotions, demotions, passes; /* counted for tests and stats */
+};
+
 struct shm_state {
     int rank;
     int nranks;
@@ -71,6 +94,9 @@ struct shm_state {
     struct ring_rx *rx;      /* [local index * SHM_CLASSES + class] */
     struct ring_tx *lane_tx; /* [lane * nranks + dest] (a thread's lane is a row); local dests with lanes only (slots NULL: none) */
     struct ring_rx *lane_rx; /* [local index * lanes + lane] */
+    uint32_t watch_max;      /* W */
+    struct shm_peer *peer;   /* [nranks]; local dests only */
+    struct shm_watch watch;
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
@@ -102,6 +128,18 @@ static inline struct shm_lanes *shm_lanes(const struct shm_state *st, int r)
 {
     return (struct shm_lanes *)((char *)st->regions[r] + SHM_LANES_OFFSET);
 }
+
+/* Demotion's fence: after it, every sender's store before its last load
+ * of its watched flag is visible here (membarrier, or a fence when the
+ * senders fence themselves). */
+void shm_watch_fence(const struct shm_state *st);
+/* Makes local index i watched (its flag set, appended to the list). */
+void shm_watch_add(struct shm_state *st, int i);
+
+/* First contact: backs and maps the ring tx writes into, whose pages
+ * nobody has touched yet; SHOAL_ENOMEM (logged, naming rank dest and the
+ * bytes) when the host or its memory cgroup cannot. */
+int shm_tx_first_contact(struct ring_tx *tx, int dest);
 
 /* Barrier flag `round` in rank r's inbox. */
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round);
