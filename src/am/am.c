@@ -300,7 +300,8 @@ static uint64_t am_watch_heads(int i)
 /* Demotes the watched senders that were idle for a whole pass: flags
  * cleared, then the fence after which a sender that read its flag as set
  * has its message visible here, then their rings once more; one that had
- * something after all stays watched. */
+ * something after all stays watched.  The handlers run here may promote
+ * senders (reply waits poll the summary): the list is read afresh. */
 static unsigned am_watch_pass(void)
 {
     struct shm_state *st = am.shm;
@@ -321,19 +322,24 @@ static unsigned am_watch_pass(void)
     w->passes++;
     shm_watch_fence(st);
     unsigned done = 0;
+    for (int j = 0; j < w->n; j++) {
+        int i = w->list[j];
+        if (__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
+            continue;
+        unsigned got = am_poll_sender(i, 0);
+        if (got) /* it talks after all */
+            __atomic_store_n(&w->flag[i], 1, __ATOMIC_RELAXED);
+        done += got;
+    }
     int kept = 0;
     for (int j = 0; j < w->n; j++) {
         int i = w->list[j];
-        if (!__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED)) {
-            unsigned got = am_poll_sender(i, 0);
-            done += got;
-            if (!got) {
-                w->demotions++;
-                continue;
-            }
-            __atomic_store_n(&w->flag[i], 1, __ATOMIC_RELAXED); /* it talks after all */
+        if (__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
+            w->list[kept++] = i;
+        else {
+            w->member[i] = 0;
+            w->demotions++;
         }
-        w->list[kept++] = i;
     }
     w->n = kept;
     return done;

@@ -174,7 +174,8 @@ static int watch_init(struct shm_state *st)
     void *mine = st->regions[st->rank];
     w->list = calloc((size_t)n, sizeof *w->list);
     w->seen = calloc((size_t)n, sizeof *w->seen);
-    if (!w->list || !w->seen)
+    w->member = calloc((size_t)n, 1);
+    if (!w->list || !w->seen || !w->member)
         return SHOAL_ENOMEM;
     w->flag = (uint8_t *)mine + watched_offset(n, st->lanes);
     w->summary = (uint64_t *)((char *)mine + summary_offset(n, st->lanes));
@@ -191,7 +192,10 @@ void shm_watch_add(struct shm_state *st, int i)
     struct shm_watch *w = &st->watch;
     __atomic_store_n(&w->flag[i], 1, __ATOMIC_RELAXED);
     w->seen[i] = UINT64_MAX; /* not idle before a whole pass has gone by */
-    w->list[w->n++] = i;
+    if (!w->member[i]) {
+        w->member[i] = 1;
+        w->list[w->n++] = i;
+    }
     w->promotions++;
 }
 
@@ -274,6 +278,7 @@ void shm_fini(struct shm_state *st)
     free(st->peer);
     free(st->watch.list);
     free(st->watch.seen);
+    free(st->watch.member);
     memset(st, 0, sizeof *st);
 }
 

@@ -69,6 +69,7 @@ struct shm_watch {
     int n;                   /* how many */
     uint64_t *seen;          /* [nlocal]: a watched sender's ring heads' sum at the last pass */
     uint8_t *flag;           /* [nlocal] in this rank's inbox: 1 = watched */
+    uint8_t *member;         /* [nlocal]: in list (a demotion candidate is, with its flag clear) */
     uint64_t *summary;       /* [words] in this rank's inbox: byte s set by sender s */
     int words;
     unsigned polls;          /* since the last demotion pass */
@@ -133,7 +134,7 @@ static inline struct shm_lanes *shm_lanes(const struct shm_state *st, int r)
  * of its watched flag is visible here (membarrier, or a fence when the
  * senders fence themselves). */
 void shm_watch_fence(const struct shm_state *st);
-/* Makes local index i watched (its flag set, appended to the list). */
+/* Makes local index i watched: its flag set, in the list (once). */
 void shm_watch_add(struct shm_state *st, int i);
 
 /* First contact: backs and maps the ring tx writes into, whose pages
