@@ -345,6 +345,15 @@ static unsigned am_watch_pass(void)
     return done;
 }
 
+/* Nonzero when a byte of the summary's 8 words at w is set. */
+static inline uint64_t am_summary_line(const uint64_t *w)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= __atomic_load_n(&w[i], __ATOMIC_RELAXED);
+    return v;
+}
+
 /* The summary: a set byte is an unwatched sender with a message; it is
  * cleared, the sender watched, and its rings polled.  A reply-only poll
  * promotes too: the sender's requests wait for the next full poll, which
@@ -355,6 +364,11 @@ static __attribute__((noinline)) unsigned am_poll_summary(int replies_only)
     struct shm_watch *w = &st->watch;
     unsigned done = 0;
     for (int k = 0; k < w->words; k++) {
+        /* a line (8 words, 64 senders) per test: at 256 ranks 4 branches, not 32 */
+        if (k % 8 == 0 && k + 8 <= w->words && !am_summary_line(&w->summary[k])) {
+            k += 7;
+            continue;
+        }
         uint64_t v = __atomic_load_n(&w->summary[k], __ATOMIC_ACQUIRE);
         if (UTIL_LIKELY(!v))
             continue;
