@@ -63,6 +63,12 @@ static void print_geometry(int nranks)
     unsigned lanes = (unsigned)util_config_int(CFG_SHM_LANES);
     printf("  inbox per rank       %zu KiB (%zu KiB at SHOAL_THREAD_MULTIPLE: %u lanes per sender, SHOAL_SHM_LANES)\n",
            shm_region_bytes(nranks, slots, 0) / 1024, shm_region_bytes(nranks, slots, lanes) / 1024, lanes);
+    printf("  inbox at start-up    %zu KiB backed; a ring when its sender first writes to it\n",
+           shm_region_eager_bytes(nranks, 0) / 1024);
+    unsigned watched = (unsigned)util_config_int(CFG_SHM_WATCHED);
+    printf("  polled directly      %s (SHOAL_SHM_WATCHED=%u)\n",
+           (unsigned)nranks > watched ? "the senders that talked lately, the rest through a summary" : "every sender",
+           watched);
     printf("  medium limit         %zu bytes\n", am_medium_limit(slots));
     printf("  max arguments        %u x 64-bit\n", SHOAL_AM_MAX_ARGS);
     printf("  handlers             %u user indices\n", SHOAL_AM_MAX_HANDLERS);

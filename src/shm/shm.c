@@ -60,6 +60,11 @@ static size_t rings_offset(int nranks, uint32_t lanes)
     return util_round_up(watched_offset(nranks, lanes) + flags_bytes(nranks), 4096);
 }
 
+size_t shm_region_eager_bytes(int nranks, uint32_t lanes)
+{
+    return rings_offset(nranks, lanes);
+}
+
 size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes)
 {
     return rings_offset(nranks, lanes) + (size_t)nranks * rings_per_sender(lanes) * ring_slots * RING_SLOT_BYTES;
@@ -245,8 +250,8 @@ int shm_init(struct shm_state *st, int rank, int nranks, unsigned lanes)
                                   .total_bytes = st->region_bytes, .owner_pid = getpid(), .lanes = st->lanes,
                                   .watch_max = st->watch_max};
     /* the rings are backed by their senders at first contact */
-    rc = mem_exchange_alloc("shoal-inbox", st->region_bytes, h.rings_offset, &h, sizeof h, nranks, st->regions,
-                            sizes);
+    rc = mem_exchange_alloc("shoal-inbox", st->region_bytes, shm_region_eager_bytes(n, st->lanes), &h, sizeof h,
+                            nranks, st->regions, sizes);
     for (int i = 0; i < n && rc == SHOAL_OK; i++)
         rc = check_region(st, st->regions[st->local[i]], st->local[i], n, st->ring_slots, sizes[st->local[i]]);
     if (rc)

@@ -104,6 +104,8 @@ struct shm_state {
  * (SHOAL_SHM_RING_SLOTS or the default rule) and the region size. */
 uint32_t shm_default_ring_slots(int nranks);
 size_t shm_region_bytes(int nranks, uint32_t ring_slots, uint32_t lanes);
+/* The part of an inbox backed at start-up: everything before the rings. */
+size_t shm_region_eager_bytes(int nranks, uint32_t lanes);
 
 
 /* Collective: creates this rank's inbox, exchanges descriptors, maps the
