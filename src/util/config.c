@@ -19,7 +19,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                             "largest medium AM payload in bytes, >= 4096 (capped so a message with 16 arguments fits in half a ring)"},
     [CFG_SHM_LANES] = {"SHOAL_SHM_LANES", "4",
                        "SHOAL_THREAD_MULTIPLE: request rings per local sender (lanes, 0-16) in the inbox, one per sending thread, so up to this many threads send to ranks on the host without a lock (the rest share the request ring under its lock); each lane adds a request ring per sender to the inbox (at 2 ranks with the default rings 2 MiB); 0: no lanes; every rank at MULTIPLE on a host must have the same"},
-    [CFG_SHM_WATCHED] = {"SHOAL_SHM_WATCHED", "8",
+    [CFG_SHM_WATCHED] = {"SHOAL_SHM_WATCHED", "4",
                          "senders on this host whose rings a rank polls directly (1-4096); with more ranks on the host, the others are watched only while they talk and reach an idle rank through a summary byte each, so an empty poll costs O(W), not O(ranks); every rank of a host must have the same"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
