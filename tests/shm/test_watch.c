@@ -21,6 +21,7 @@
 #include "shoal.h"
 #include "../common/check.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ enum { H_GO, H_MSG, H_REPLY, H_DONE, H_STOP };
 #define DEADLINE_S 50
 
 static int me, n, threaded, multiple;
-static volatile uint64_t go_rounds, stop, replies, dones;
+/* written by handlers, which run on the progress thread in thread mode */
+static _Atomic uint64_t go_rounds, stop, replies, dones;
 static uint64_t *next_seq; /* rank 0: [sender] next request number */
 static uint64_t sent_seq;
 
@@ -45,7 +47,7 @@ static int active(int s, int k)
 static void on_go(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsigned na)
 {
     (void)t, (void)b, (void)nb, (void)a, (void)na;
-    go_rounds++;
+    atomic_fetch_add(&go_rounds, 1);
 }
 
 static void on_msg(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsigned na)
@@ -62,34 +64,34 @@ static void on_msg(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsig
 static void on_reply(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsigned na)
 {
     (void)t, (void)b, (void)nb;
-    CHECK(na == 1 && a[0] == replies, "reply %llu, expected %llu", (unsigned long long)a[0],
-          (unsigned long long)replies);
-    replies++;
+    uint64_t want = atomic_load(&replies);
+    CHECK(na == 1 && a[0] == want, "reply %llu, expected %llu", (unsigned long long)a[0], (unsigned long long)want);
+    atomic_store(&replies, want + 1);
 }
 
 static void on_done(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsigned na)
 {
     (void)t, (void)b, (void)nb, (void)a, (void)na;
-    dones++;
+    atomic_fetch_add(&dones, 1);
 }
 
 static void on_stop(shoal_token_t t, void *b, size_t nb, const uint64_t *a, unsigned na)
 {
     (void)t, (void)b, (void)nb, (void)a, (void)na;
-    stop = 1;
+    atomic_store(&stop, 1);
 }
 
 /* Until *v >= want: polling, or (thread mode, `sleep`) napping while the
  * progress thread runs the handlers. */
-static void wait_for(volatile uint64_t *v, uint64_t want, int sleep, const char *what)
+static void wait_for(_Atomic uint64_t *v, uint64_t want, int sleep, const char *what)
 {
     double end = test_now() + DEADLINE_S;
-    while (*v < want) {
+    while (atomic_load(v) < want) {
         if (sleep)
             test_nap(0.0002);
         else
             CHECK_RC(shoal_poll(), SHOAL_OK);
-        CHECK(test_now() < end, "rank %d: %s: %llu of %llu after %d s", me, what, (unsigned long long)*v,
+        CHECK(test_now() < end, "rank %d: %s: %llu of %llu after %d s", me, what, (unsigned long long)atomic_load(v),
               (unsigned long long)want, DEADLINE_S);
     }
 }
@@ -150,8 +152,8 @@ static void sender(void)
 {
     uint64_t rounds = 0;
     double end = test_now() + 4 * DEADLINE_S;
-    while (!stop) {
-        if (go_rounds > rounds) {
+    while (!atomic_load(&stop)) {
+        if (atomic_load(&go_rounds) > rounds) {
             rounds++;
             for (int i = 0; i < BURST; i++)
                 CHECK_RC(shoal_am_request_short(0, H_MSG, 0, shoal_args((uint64_t)me, sent_seq++)), SHOAL_OK);
