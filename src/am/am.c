@@ -345,34 +345,18 @@ static unsigned am_watch_pass(void)
     return done;
 }
 
-/* Nonzero when a byte of the summary's 8 words at w is set. */
-static inline uint64_t am_summary_line(const uint64_t *w)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= __atomic_load_n(&w[i], __ATOMIC_RELAXED);
-    return v;
-}
-
-/* The summary: a set byte is an unwatched sender with a message; it is
- * cleared, the sender watched, and its rings polled.  A reply-only poll
- * promotes too: the sender's requests wait for the next full poll, which
- * now looks at them. */
-static __attribute__((noinline)) unsigned am_poll_summary(int replies_only)
+/* Line L of the summary (8 words, 64 senders): a set byte is an unwatched
+ * sender with a message; it is cleared, the sender watched, and its rings
+ * polled. */
+static unsigned am_poll_summary_line(int line, int replies_only)
 {
     struct shm_state *st = am.shm;
     struct shm_watch *w = &st->watch;
     unsigned done = 0;
-    for (int k = 0; k < w->words; k++) {
-        /* a line (8 words, 64 senders) per test: at 256 ranks 4 branches, not 32 */
-        if (k % 8 == 0 && k + 8 <= w->words && !am_summary_line(&w->summary[k])) {
-            k += 7;
-            continue;
-        }
+    int end = (line + 1) * 8 < w->words ? (line + 1) * 8 : w->words;
+    for (int k = line * 8; k < end; k++) {
         uint64_t v = __atomic_load_n(&w->summary[k], __ATOMIC_ACQUIRE);
-        if (UTIL_LIKELY(!v))
-            continue;
-        for (int b = 0; b < 8; b++) {
+        for (int b = 0; v && b < 8; b++) {
             int i = k * 8 + b;
             if (!((v >> (8 * b)) & 0xff))
                 continue;
@@ -380,6 +364,29 @@ static __attribute__((noinline)) unsigned am_poll_summary(int replies_only)
             if (!__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
                 shm_watch_add(st, i);
             done += am_poll_sender(i, replies_only);
+        }
+    }
+    return done;
+}
+
+/* The summary, through its top: one load when nothing is set (up to 512
+ * senders).  A top byte is cleared before its line is read, with a fence
+ * between, so a sender whose top store that clear overwrote has its
+ * summary byte read here (it stored it first).  A reply-only poll promotes
+ * too: the sender's requests wait for the next full poll, which now looks
+ * at them. */
+static __attribute__((noinline)) unsigned am_poll_summary(int replies_only)
+{
+    struct shm_watch *w = &am.shm->watch;
+    unsigned done = 0;
+    for (int t = 0; t < w->top_words; t++) {
+        uint64_t v = __atomic_load_n(&w->top[t], __ATOMIC_ACQUIRE);
+        for (int b = 0; v && b < 8; b++) {
+            if (!((v >> (8 * b)) & 0xff))
+                continue;
+            __atomic_store_n((uint8_t *)&w->top[t] + b, 0, __ATOMIC_RELAXED);
+            atomic_thread_fence(memory_order_seq_cst);
+            done += am_poll_summary_line(t * 8 + b, replies_only);
         }
     }
     if (!replies_only && ++w->polls >= AM_WATCH_PASS_POLLS)
@@ -655,14 +662,17 @@ static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uin
 /* After a message to dest is published, where dest may not watch this
  * rank: the control word's store, then the load of the flag (the fence
  * that orders them is dest's membarrier when it demotes, or this one),
- * and the summary byte if the flag is clear (docs/SHM_QUEUE.md). */
+ * and the summary byte, then its line's top byte, if the flag is clear
+ * (docs/SHM_QUEUE.md). */
 static inline void am_shm_notify(int dest)
 {
     const struct shm_peer *p = &am.shm->peer[dest];
     if (UTIL_UNLIKELY(am.shm->watch.sender_fence))
         atomic_thread_fence(memory_order_seq_cst);
-    if (!__atomic_load_n(p->watched, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(p->watched, __ATOMIC_RELAXED)) {
         __atomic_store_n(p->summary, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(p->top, 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* Where a message's payload starts in its slots, and how many slots it takes. */

@@ -137,6 +137,7 @@ static int ring_pairs_init(struct shm_state *st, int i)
         rc = ring_tx_of(st, &st->lane_tx[l * (size_t)st->nranks + peer], i, SHM_CLASSES + l);
     size_t me = (size_t)st->local_index[st->rank];
     st->peer[peer].summary = (uint8_t *)theirs + summary_offset(st->nlocal, theirs->lanes) + me;
+    st->peer[peer].top = (uint8_t *)theirs + SHM_SUMMARY_TOP_OFFSET + me / 64;
     st->peer[peer].watched = (uint8_t *)theirs + watched_offset(st->nlocal, theirs->lanes) + me;
     return rc;
 }
@@ -184,7 +185,9 @@ static int watch_init(struct shm_state *st)
         return SHOAL_ENOMEM;
     w->flag = (uint8_t *)mine + watched_offset(n, st->lanes);
     w->summary = (uint64_t *)((char *)mine + summary_offset(n, st->lanes));
+    w->top = (uint64_t *)((char *)mine + SHM_SUMMARY_TOP_OFFSET);
     w->words = (n + 7) / 8;
+    w->top_words = (n + 511) / 512;
     if (!w->on)
         for (int i = 0; i < n; i++)
             shm_watch_add(st, i);
@@ -291,7 +294,8 @@ _Static_assert(SHM_BARRIER_OFFSET + SHM_BARRIER_ROUNDS * RING_HEAD_BLOCK <= SHM_
                    SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_HEADS_OFFSET,
                "the doorbell sits between the barrier flags and the heads");
 _Static_assert(SHM_DOORBELL_OFFSET + sizeof(struct shm_doorbell) <= SHM_LANES_OFFSET &&
-                   SHM_LANES_OFFSET + sizeof(struct shm_lanes) <= SHM_HEADS_OFFSET,
+                   SHM_LANES_OFFSET + sizeof(struct shm_lanes) <= SHM_SUMMARY_TOP_OFFSET &&
+                   SHM_SUMMARY_TOP_OFFSET + 4096 / 64 <= SHM_HEADS_OFFSET,
                "the lanes' word sits between the doorbell and the heads");
 
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round)

@@ -15,6 +15,7 @@
 #define SHM_LAYOUT_VERSION 5u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_LANES_OFFSET 6272u
+#define SHM_SUMMARY_TOP_OFFSET 6400u  /* a byte per 64 senders: that line of the summary has a byte set */
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
 #define SHM_DOORBELL_OFFSET 6144u
@@ -58,6 +59,7 @@ struct shm_doorbell {
  * the peer writes (docs/SHM_QUEUE.md, "Watched senders and the summary"). */
 struct shm_peer {
     uint8_t *summary;
+    uint8_t *top;            /* the byte of the peer's summary top for this sender's line */
     const uint8_t *watched;
 };
 
@@ -72,6 +74,8 @@ struct shm_watch {
     uint8_t *member;         /* [nlocal]: in list (a demotion candidate is, with its flag clear) */
     uint64_t *summary;       /* [words] in this rank's inbox: byte s set by sender s */
     int words;
+    uint64_t *top;           /* [top_words] in this rank's inbox: byte L set when line L of the summary may be */
+    int top_words;
     unsigned polls;          /* since the last demotion pass */
     uint64_t promotions, demotions, passes; /* counted for tests and stats */
 };
