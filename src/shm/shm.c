@@ -209,8 +209,13 @@ void shm_watch_add(struct shm_state *st, int i)
 
 void shm_watch_fence(const struct shm_state *st)
 {
-    if (st->watch.sender_fence || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+    if (st->watch.sender_fence) {
         atomic_thread_fence(memory_order_seq_cst); /* the senders fence: Dekker's order from both sides */
+        return;
+    }
+    /* registered at init, so it cannot fail; if it did, a demotion could lose a message */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+        util_fatal("membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) failed after registering: %s", strerror(errno));
 }
 
 int shm_tx_first_contact(struct ring_tx *tx, int dest)
