@@ -401,8 +401,9 @@ static unsigned am_poll_all(int replies_only)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
                               memory_order_release);
     const struct shm_state *st = am.shm;
+    int on = st->watch.on;
     for (int j = 0; j < st->watch.n; j++) {
-        int i = st->watch.list[j];
+        int i = on ? st->watch.list[j] : j; /* every sender watched, in order: no indirection */
         struct ring_rx *rx = &st->rx[(size_t)i * SHM_CLASSES];
         int p = st->local[i];
         done += am_poll_ring(&rx[AM_REP], p, AM_REP);
@@ -412,7 +413,7 @@ static unsigned am_poll_all(int replies_only)
     unsigned extra = am_extra_now() & AM_EXTRA_POLL;
     if (UTIL_UNLIKELY(extra))
         done += am_poll_extra(extra, replies_only);
-    if (UTIL_UNLIKELY(st->watch.on))
+    if (UTIL_UNLIKELY(on))
         done += am_poll_summary(replies_only);
     return done;
 }
