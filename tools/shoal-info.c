@@ -71,6 +71,12 @@ static void print_geometry(int nranks)
         printf("  outbox per rank      none (the rings hold every medium)\n");
     printf("  medium limit         %zu bytes (%zu in a ring, with 16 arguments; the outbox carries larger ones)\n",
            am_medium_limit(slots, outbox), am_medium_limit(slots, 0));
+    printf("  inbox at start-up    %zu KiB backed; a ring when its sender first writes to it\n",
+           shm_region_eager_bytes(nranks, 0) / 1024);
+    unsigned watched = (unsigned)util_config_int(CFG_SHM_WATCHED);
+    printf("  polled directly      %s (SHOAL_SHM_WATCHED=%u)\n",
+           (unsigned)nranks > watched ? "the senders that talked lately, the rest through a summary" : "every sender",
+           watched);
     printf("  max arguments        %u x 64-bit\n", SHOAL_AM_MAX_ARGS);
     printf("  handlers             %u user indices\n", SHOAL_AM_MAX_HANDLERS);
 }

@@ -242,15 +242,29 @@ static void am_thread_leave(long prev)
 
 _Atomic unsigned am_extra;
 
-/* The lanes of threads at SHOAL_THREAD_MULTIPLE, once some peer used one. */
+/* The lanes of threads at SHOAL_THREAD_MULTIPLE of watched sender i. */
+static unsigned am_poll_lanes_of(int i)
+{
+    unsigned done = 0;
+    struct ring_rx *rx = &am.shm->lane_rx[(size_t)i * am.shm->lanes];
+    for (unsigned l = 0; l < am.shm->lanes; l++)
+        done += am_poll_ring(&rx[l], am.shm->local[i], AM_REQ);
+    return done;
+}
+
+/* The lanes of the watched senders, once some peer used one. */
 static __attribute__((noinline)) unsigned am_poll_lanes(void)
 {
     unsigned done = 0;
-    struct ring_rx *rx = am.shm->lane_rx;
-    for (int i = 0; i < am.shm->nlocal; i++)
-        for (unsigned l = 0; l < am.shm->lanes; l++, rx++)
-            done += am_poll_ring(rx, am.shm->local[i], AM_REQ);
+    for (int j = 0; j < am.shm->watch.n; j++)
+        done += am_poll_lanes_of(am.shm->watch.list[j]);
     return done;
+}
+
+static inline int am_lanes_used(void)
+{
+    return (am_extra_now() & AM_EXTRA_LANES) &&
+           atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed);
 }
 
 /* What a poll does beyond the rings when am_extra says so. */
@@ -261,10 +275,136 @@ static inline unsigned am_poll_extra(unsigned extra, int replies_only)
         am_progress_ring_owed();
     if (replies_only)
         return 0;
-    if ((extra & AM_EXTRA_LANES) && atomic_load_explicit(&shm_lanes(am.shm, am.rank)->used, memory_order_relaxed))
+    if (am_lanes_used())
         done += am_poll_lanes();
     if (extra & AM_EXTRA_DEFER)
         done += am_defer_drain();
+    return done;
+}
+
+/* Every ring of local sender i: replies, then (unless replies_only) its
+ * requests and lanes. */
+static unsigned am_poll_sender(int i, int replies_only)
+{
+    struct ring_rx *rx = &am.shm->rx[(size_t)i * SHM_CLASSES];
+    int p = am.shm->local[i];
+    unsigned done = am_poll_ring(&rx[AM_REP], p, AM_REP);
+    if (!replies_only) {
+        done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
+        if (am_lanes_used())
+            done += am_poll_lanes_of(i);
+    }
+    return done;
+}
+
+/* Polls between two demotion passes: a watched sender whose rings took
+ * no message in that long is demoted (docs/SHM_QUEUE.md). */
+#define AM_WATCH_PASS_POLLS 4096u
+
+/* Where sender i's consumers are: its heads' sum only grows. */
+static uint64_t am_watch_heads(int i)
+{
+    const struct shm_state *st = am.shm;
+    uint64_t sum = st->rx[(size_t)i * SHM_CLASSES + AM_REQ].head + st->rx[(size_t)i * SHM_CLASSES + AM_REP].head;
+    for (unsigned l = 0; l < st->lanes; l++)
+        sum += st->lane_rx[(size_t)i * st->lanes + l].head;
+    return sum;
+}
+
+/* Demotes the watched senders that were idle for a whole pass: flags
+ * cleared, then the fence after which a sender that read its flag as set
+ * has its message visible here, then their rings once more; one that had
+ * something after all stays watched.  The handlers run here may promote
+ * senders (reply waits poll the summary): the list is read afresh. */
+static unsigned am_watch_pass(void)
+{
+    struct shm_state *st = am.shm;
+    struct shm_watch *w = &st->watch;
+    int idle = 0;
+    w->polls = 0;
+    for (int j = 0; j < w->n; j++) {
+        int i = w->list[j];
+        uint64_t heads = am_watch_heads(i);
+        if (heads == w->seen[i]) {
+            __atomic_store_n(&w->flag[i], 0, __ATOMIC_RELAXED);
+            idle++;
+        }
+        w->seen[i] = heads;
+    }
+    if (!idle)
+        return 0;
+    w->passes++;
+    shm_watch_fence(st);
+    unsigned done = 0;
+    for (int j = 0; j < w->n; j++) {
+        int i = w->list[j];
+        if (__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
+            continue;
+        unsigned got = am_poll_sender(i, 0);
+        if (got) /* it talks after all */
+            __atomic_store_n(&w->flag[i], 1, __ATOMIC_RELAXED);
+        done += got;
+    }
+    int kept = 0;
+    for (int j = 0; j < w->n; j++) {
+        int i = w->list[j];
+        if (__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
+            w->list[kept++] = i;
+        else {
+            w->member[i] = 0;
+            w->demotions++;
+        }
+    }
+    w->n = kept;
+    return done;
+}
+
+/* Line L of the summary (8 words, 64 senders): a set byte is an unwatched
+ * sender with a message; it is cleared, the sender watched, and its rings
+ * polled. */
+static unsigned am_poll_summary_line(int line, int replies_only)
+{
+    struct shm_state *st = am.shm;
+    struct shm_watch *w = &st->watch;
+    unsigned done = 0;
+    int end = (line + 1) * 8 < w->words ? (line + 1) * 8 : w->words;
+    for (int k = line * 8; k < end; k++) {
+        uint64_t v = __atomic_load_n(&w->summary[k], __ATOMIC_ACQUIRE);
+        for (int b = 0; v && b < 8; b++) {
+            int i = k * 8 + b;
+            if (!((v >> (8 * b)) & 0xff))
+                continue;
+            __atomic_store_n((uint8_t *)&w->summary[k] + b, 0, __ATOMIC_RELAXED);
+            if (!__atomic_load_n(&w->flag[i], __ATOMIC_RELAXED))
+                shm_watch_add(st, i);
+            done += am_poll_sender(i, replies_only);
+        }
+    }
+    return done;
+}
+
+/* The summary, through its top: one load when nothing is set (up to 512
+ * senders).  A top byte is cleared before its line is read, with a fence
+ * between, so a sender whose top store that clear overwrote has its
+ * summary byte read here (it stored it first).  A reply-only poll promotes
+ * too: the sender's requests wait for the next full poll, which now looks
+ * at them. */
+static __attribute__((noinline)) unsigned am_poll_summary(int replies_only)
+{
+    struct shm_watch *w = &am.shm->watch;
+    unsigned done = 0;
+    for (int t = 0; t < w->top_words; t++) {
+        uint64_t v = __atomic_load_n(&w->top[t], __ATOMIC_ACQUIRE);
+        for (int b = 0; v && b < 8; b++) {
+            if (!((v >> (8 * b)) & 0xff))
+                continue;
+            __atomic_store_n((uint8_t *)&w->top[t] + b, 0, __ATOMIC_RELAXED);
+            atomic_thread_fence(memory_order_seq_cst);
+            done += am_poll_summary_line(t * 8 + b, replies_only);
+        }
+    }
+    if (!replies_only && ++w->polls >= AM_WATCH_PASS_POLLS)
+        done += am_watch_pass();
     return done;
 }
 
@@ -274,9 +414,12 @@ static unsigned am_poll_all(int replies_only)
     if (am.quiescent)
         atomic_store_explicit(am.quiescent, atomic_load_explicit(am.quiescent, memory_order_relaxed) + 1,
                               memory_order_release);
-    struct ring_rx *rx = am.shm->rx;
-    for (int i = 0; i < am.shm->nlocal; i++, rx += SHM_CLASSES) {
-        int p = am.shm->local[i];
+    const struct shm_state *st = am.shm;
+    int on = st->watch.on;
+    for (int j = 0; j < st->watch.n; j++) {
+        int i = on ? st->watch.list[j] : j; /* every sender watched, in order: no indirection */
+        struct ring_rx *rx = &st->rx[(size_t)i * SHM_CLASSES];
+        int p = st->local[i];
         done += am_poll_ring(&rx[AM_REP], p, AM_REP);
         if (!replies_only)
             done += am_poll_ring(&rx[AM_REQ], p, AM_REQ);
@@ -284,6 +427,8 @@ static unsigned am_poll_all(int replies_only)
     unsigned extra = am_extra_now() & AM_EXTRA_POLL;
     if (UTIL_UNLIKELY(extra))
         done += am_poll_extra(extra, replies_only);
+    if (UTIL_UNLIKELY(on))
+        done += am_poll_summary(replies_only);
     return done;
 }
 
@@ -527,6 +672,11 @@ static int am_wait_allowed(enum am_class cls, unsigned flags)
 static int am_wait_for_room(int dest, struct ring_tx *tx, enum am_class cls, uint32_t m, unsigned flags,
                             struct ring_slot **slot, struct am_mt_ring *mt, unsigned lane)
 {
+    if (UTIL_UNLIKELY(tx->cold)) { /* first contact: not full, not backed yet */
+        int rc = shm_tx_first_contact(tx, dest);
+        if (rc || (*slot = ring_tx_reserve(tx, m)) != NULL)
+            return rc;
+    }
     int rc = am_wait_allowed(cls, flags);
     if (rc)
         return rc;
@@ -615,6 +765,22 @@ static inline void am_outbox_settle(enum am_class cls, int64_t chunk, const stru
         outbox_cancel(&am.shm->out[cls], chunk);
 }
 
+/* After a message to dest is published, where dest may not watch this
+ * rank: the control word's store, then the load of the flag (the fence
+ * that orders them is dest's membarrier when it demotes, or this one),
+ * and the summary byte, then its line's top byte, if the flag is clear
+ * (docs/SHM_QUEUE.md). */
+static inline void am_shm_notify(int dest)
+{
+    const struct shm_peer *p = &am.shm->peer[dest];
+    if (UTIL_UNLIKELY(am.shm->watch.sender_fence))
+        atomic_thread_fence(memory_order_seq_cst);
+    if (!__atomic_load_n(p->watched, __ATOMIC_RELAXED)) {
+        __atomic_store_n(p->summary, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(p->top, 1, __ATOMIC_RELEASE);
+    }
+}
+
 /* Where a message's payload starts in its slots, and how many slots it takes. */
 static inline uint32_t am_msg_slots(enum am_kind kind, unsigned nargs, size_t nbytes, size_t *payload_at)
 {
@@ -683,6 +849,8 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
     am_outbox_settle(cls, chunk, tx);
     if (mt)
         am_mt_unlock(mt);
+    if (UTIL_UNLIKELY(am.shm->watch.on))
+        am_shm_notify(dest);
     if (UTIL_UNLIKELY(am_threaded))
         am_progress_ring(dest, flags & SHOAL_MORE);
     am_count_sent(cls, kind, nbytes);
@@ -880,6 +1048,8 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
     am_sent_add(&count->bytes[kind], nbytes);
     if (mt)
         am_mt_unlock(mt);
+    if (UTIL_UNLIKELY(am.shm->watch.on))
+        am_shm_notify(dest);
     /* rung now even in a SHOAL_MORE burst: no end of a locked call follows
      * to ring an owed bell */
     if (UTIL_UNLIKELY(am_threaded))

@@ -33,7 +33,7 @@ int am_seg_create(size_t size, shoal_seg_t *seg)
         util_fatal("out of memory for the table of segment %d", id); /* peers are in the collective */
     /* Handlers run while the descriptors are exchanged (the boot progress
      * hook), so a peer that waits for us meanwhile is served. */
-    int rc = mem_exchange_alloc("shoal-seg", bytes, NULL, 0, am.nranks, s->bases, s->sizes);
+    int rc = mem_exchange_alloc("shoal-seg", bytes, bytes, NULL, 0, am.nranks, s->bases, s->sizes);
     if (rc) {
         free(s->bases);
         free(s->sizes);

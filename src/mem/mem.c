@@ -34,7 +34,26 @@ void mem_copy(void *dst, const void *src, size_t n)
         memcpy(d, s, n);
 }
 
-int mem_alloc(const char *name, size_t bytes, int *fd_out, void **addr)
+int mem_populate(const char *what, void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+        return SHOAL_OK;
+    if (errno != EINVAL) {
+        LOG(LOG_ERROR, "cannot back %zu bytes of shared memory for %s: %s "
+            "(host memory or the memory cgroup's limit exhausted)", len, what, strerror(errno));
+        return SHOAL_ENOMEM;
+    }
+#endif
+    /* before Linux 5.14: a read fault backs a tmpfs page too, but where
+     * nothing reserved it (fallocate), an exhausted limit is a SIGBUS */
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < len; i += (size_t)page)
+        (void)((volatile char *)p)[i];
+    return SHOAL_OK;
+}
+
+int mem_alloc(const char *name, size_t bytes, size_t eager, int *fd_out, void **addr)
 {
     /* memfd memory is not bounded by any mount: reserving more than the
      * host has would run into the OOM killer instead of failing. */
@@ -49,36 +68,50 @@ int mem_alloc(const char *name, size_t bytes, int *fd_out, void **addr)
         LOG(LOG_ERROR, "memfd_create(%s): %s", name, strerror(errno));
         return SHOAL_ESYS;
     }
-    int rc = ftruncate(fd, (off_t)bytes) ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+    int rc = ftruncate(fd, (off_t)bytes) ? errno : posix_fallocate(fd, 0, (off_t)eager);
     if (rc) {
         LOG(LOG_ERROR, "cannot reserve %zu bytes of shared memory for %s: %s "
-            "(host memory or the memory cgroup's limit exhausted)", bytes, name, strerror(rc));
+            "(host memory or the memory cgroup's limit exhausted)", eager, name, strerror(rc));
         close(fd);
         return rc == ENOSPC || rc == ENOMEM ? SHOAL_ENOMEM : SHOAL_ESYS;
     }
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         LOG(LOG_ERROR, "mmap %zu bytes for %s: %s", bytes, name, strerror(errno));
         close(fd);
         return SHOAL_ENOMEM;
+    }
+    rc = mem_populate(name, p, eager);
+    if (rc) {
+        munmap(p, bytes);
+        close(fd);
+        return rc;
     }
     *fd_out = fd;
     *addr = p;
     return SHOAL_OK;
 }
 
-int mem_map_fd(int fd, void **addr, size_t *bytes)
+int mem_map_fd(int fd, size_t eager, void **addr, size_t *bytes)
 {
     struct stat sb;
     if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
         LOG(LOG_ERROR, "peer shared memory descriptor unusable: %s", strerror(errno));
         return SHOAL_ESYS;
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         LOG(LOG_ERROR, "mmap of peer shared memory (%lld bytes): %s", (long long)sb.st_size, strerror(errno));
         return SHOAL_ENOMEM;
     }
+    /* backed by its owner already: this maps it (no fault on the first touches) */
+    size_t mapped = eager < (size_t)sb.st_size ? eager : (size_t)sb.st_size;
+#ifdef MADV_POPULATE_READ
+    if (madvise(p, mapped, MADV_POPULATE_READ) != 0 && errno != EINVAL)
+        LOG(LOG_DEBUG, "prefaulting a peer's shared memory: %s", strerror(errno));
+#else
+    (void)mapped;
+#endif
     *addr = p;
     *bytes = (size_t)sb.st_size;
     return SHOAL_OK;
@@ -108,8 +141,8 @@ struct shm_alloc_result {
     uint64_t bytes;   /* its allocation's size, for ranks on other hosts */
 };
 
-int mem_exchange_alloc(const char *name, size_t bytes, const void *head, size_t head_len, int nranks,
-                       void **bases, size_t *sizes)
+int mem_exchange_alloc(const char *name, size_t bytes, size_t eager, const void *head, size_t head_len,
+                       int nranks, void **bases, size_t *sizes)
 {
     /* Every rank joins the exchange even when its own allocation failed (with
      * an empty placeholder), then all agree on the outcome, so one rank's
@@ -123,7 +156,7 @@ int mem_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
     /* this host's ranks reserve at once, as a rule under one cgroup */
     mine.alloc_rc = mem_cgroup_check(name, bytes, (unsigned)nlocal);
     if (mine.alloc_rc == SHOAL_OK)
-        mine.alloc_rc = mem_alloc(name, bytes, &myfd, &p);
+        mine.alloc_rc = mem_alloc(name, bytes, eager, &myfd, &p);
     if (mine.alloc_rc == SHOAL_OK) {
         /* written before sharing: a peer sees it as soon as it maps the fd */
         if (head_len)
@@ -146,7 +179,7 @@ int mem_exchange_alloc(const char *name, size_t bytes, const void *head, size_t 
         if (fstat(fds[r], &sb) == 0 && sb.st_size == 0)
             mine.map_rc = SHOAL_ENOMEM; /* that rank's placeholder: it reports its own failure */
         else
-            mine.map_rc = mem_map_fd(fds[r], &bases[r], &sizes[r]);
+            mine.map_rc = mem_map_fd(fds[r], eager, &bases[r], &sizes[r]);
     }
     close_fds(fds, nranks);
     if (rc == SHOAL_OK)
@@ -257,15 +290,7 @@ int mem_heap_reserve(struct mem_heap *h, int rank, size_t off, size_t len)
             "(host memory or the memory cgroup's limit exhausted)", len, strerror(rc));
         return rc == ENOSPC || rc == ENOMEM || rc == EFBIG ? SHOAL_ENOMEM : SHOAL_ESYS;
     }
-    char *p = (char *)h->bases[rank] + off;
-#ifdef MADV_POPULATE_WRITE
-    if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
-        return SHOAL_OK;
-#endif
-    long page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < len; i += (size_t)page)
-        ((volatile char *)p)[i] = 0; /* the range was released or never used: zeros */
-    return SHOAL_OK;
+    return mem_populate("shoal-heap segment", (char *)h->bases[rank] + off, len);
 }
 
 void mem_heap_release(struct mem_heap *h, size_t off, size_t len)

@@ -16,9 +16,16 @@ int ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *
     tx->shift = (unsigned)__builtin_ctz(nslots);
     tx->slots = slots;
     tx->head = head;
-    tx->shadow_head = atomic_load_explicit(&head->head, memory_order_acquire);
-    tx->tail = tx->shadow_head;
+    tx->tail = atomic_load_explicit(&head->head, memory_order_acquire);
+    tx->shadow_head = tx->tail - nslots; /* "full": the fast path's test fails until warm */
+    tx->cold = 1;
     return SHOAL_OK;
+}
+
+void ring_tx_warm(struct ring_tx *tx)
+{
+    tx->cold = 0;
+    tx->shadow_head = atomic_load_explicit(&tx->head->head, memory_order_acquire);
 }
 
 void ring_tx_fini(struct ring_tx *tx)
@@ -49,6 +56,8 @@ struct ring_slot *ring_tx_reserve_slow(struct ring_tx *tx, uint32_t m)
 {
     uint32_t idx = (uint32_t)tx->tail & tx->mask;
     uint32_t pad = idx + m > tx->nslots ? tx->nslots - idx : 0;
+    if (UTIL_UNLIKELY(tx->cold))
+        return NULL;
     if (!ring_fits(tx, pad + m)) {
         tx->shadow_head = atomic_load_explicit(&tx->head->head, memory_order_acquire);
         if (!ring_fits(tx, pad + m)) {

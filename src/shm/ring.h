@@ -75,6 +75,10 @@ struct ring_tx {
      * parity 0 or 1, or RING_SLOT_BODY. */
     uint8_t *held;
     uint64_t full_events; /* times the ring was found full */
+    /* 1 until the first message: the ring's pages are not backed yet, and
+     * the shadow head says "full" so that the first reserve takes the slow
+     * path, which refuses while cold (the caller backs the ring first). */
+    int cold;
 };
 
 #define RING_SLOT_BODY 2u
@@ -119,9 +123,12 @@ static inline uint32_t ring_max_msg_slots(uint32_t nslots)
     return m < RING_MAX_MSG_SLOTS ? m : RING_MAX_MSG_SLOTS;
 }
 
-/* ring_tx_init allocates the sender's slot bookkeeping: SHOAL_ENOMEM. */
+/* ring_tx_init allocates the sender's slot bookkeeping: SHOAL_ENOMEM.
+ * The ring starts cold (see struct ring_tx); ring_tx_warm ends that. */
 int ring_tx_init(struct ring_tx *tx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots);
 void ring_tx_fini(struct ring_tx *tx);
+/* Ends the cold state once the ring's pages are backed: rereads the head. */
+void ring_tx_warm(struct ring_tx *tx);
 void ring_rx_init(struct ring_rx *rx, struct ring_slot *slots, struct ring_head *head, uint32_t nslots);
 
 /* Slow path of ring_tx_reserve: refresh the shadow head and insert a pad. */

@@ -16,6 +16,7 @@
 #define SHM_LAYOUT_VERSION 5u
 #define SHM_CLASSES 2u                /* 0 = requests, 1 = replies */
 #define SHM_LANES_OFFSET 6272u
+#define SHM_SUMMARY_TOP_OFFSET 6400u  /* a byte per 64 senders: that line of the summary has a byte set */
 #define SHM_BARRIER_ROUNDS 16u        /* dissemination rounds: 2^16 ranks */
 #define SHM_BARRIER_OFFSET 4096u
 #define SHM_DOORBELL_OFFSET 6144u
@@ -34,6 +35,7 @@ struct shm_region_header {
     uint32_t lanes;          /* per sender: SHOAL_SHM_LANES at MULTIPLE, else 0 */
     uint64_t outbox_offset;  /* the owner's outbox: its request pool, then its reply pool */
     uint64_t outbox_bytes;   /* per pool (SHOAL_SHM_OUTBOX_BYTES); 0: no outbox */
+    uint32_t watch_max;      /* W: senders polled directly when more are local (SHOAL_SHM_WATCHED) */
 };
 
 /* One dissemination-barrier flag, written by one peer per round. */
@@ -55,6 +57,32 @@ struct shm_doorbell {
     _Atomic int32_t tid;
     char pad[RING_HEAD_BLOCK - 3 * sizeof(uint32_t)];
 } __attribute__((aligned(RING_HEAD_BLOCK)));
+
+/* What a sender needs of one local peer's inbox beyond the rings: its own
+ * byte of the peer's summary, and its own watched flag there, which only
+ * the peer writes (docs/SHM_QUEUE.md, "Watched senders and the summary"). */
+struct shm_peer {
+    uint8_t *summary;
+    uint8_t *top;            /* the byte of the peer's summary top for this sender's line */
+    const uint8_t *watched;
+};
+
+/* The receiver's side of the summary: which senders it polls directly. */
+struct shm_watch {
+    int on;                  /* more local senders than watch_max: some are not watched */
+    int sender_fence;        /* no membarrier: senders fence before they read their flag */
+    int *list;               /* [nlocal]: local indices of the watched senders */
+    int n;                   /* how many */
+    uint64_t *seen;          /* [nlocal]: a watched sender's ring heads' sum at the last pass */
+    uint8_t *flag;           /* [nlocal] in this rank's inbox: 1 = watched */
+    uint8_t *member;         /* [nlocal]: in list (a demotion candidate is, with its flag clear) */
+    uint64_t *summary;       /* [words] in this rank's inbox: byte s set by sender s */
+    int words;
+    uint64_t *top;           /* [top_words] in this rank's inbox: byte L set when line L of the summary may be */
+    int top_words;
+    unsigned polls;          /* since the last demotion pass */
+    uint64_t promotions, demotions, passes; /* counted for tests and stats */
+};
 
 struct shm_state {
     int rank;
@@ -78,6 +106,9 @@ struct shm_state {
     size_t outbox_bytes;     /* per pool, the same in every inbox (shm_init checks) */
     char **outbox;           /* [nranks]: rank r's request pool, its reply pool after it (NULL: other host) */
     struct outbox out[SHM_CLASSES]; /* this rank's pools, by class */
+    uint32_t watch_max;      /* W */
+    struct shm_peer *peer;   /* [nranks]; local dests only */
+    struct shm_watch watch;
 };
 
 /* Geometry for nranks ranks on one host: slots per ring
@@ -90,6 +121,8 @@ size_t shm_outbox_bytes(int nranks);
 /* Bytes before the payload of a medium with the most arguments in its ring
  * (control word and 16 arguments, rounded up to a slot): am's layout. */
 #define SHM_MEDIUM_HEAD_MAX 192u
+/* The part of an inbox backed at start-up: everything before the rings. */
+size_t shm_region_eager_bytes(int nranks, uint32_t lanes);
 
 
 /* Collective: creates this rank's inbox, exchanges descriptors, maps the
@@ -115,6 +148,18 @@ static inline struct shm_lanes *shm_lanes(const struct shm_state *st, int r)
 {
     return (struct shm_lanes *)((char *)st->regions[r] + SHM_LANES_OFFSET);
 }
+
+/* Demotion's fence: after it, every sender's store before its last load
+ * of its watched flag is visible here (membarrier, or a fence when the
+ * senders fence themselves). */
+void shm_watch_fence(const struct shm_state *st);
+/* Makes local index i watched: its flag set, in the list (once). */
+void shm_watch_add(struct shm_state *st, int i);
+
+/* First contact: backs and maps the ring tx writes into, whose pages
+ * nobody has touched yet; SHOAL_ENOMEM (logged, naming rank dest and the
+ * bytes) when the host or its memory cgroup cannot. */
+int shm_tx_first_contact(struct ring_tx *tx, int dest);
 
 /* Barrier flag `round` in rank r's inbox. */
 struct shm_barrier_flag *shm_barrier_flag(struct shm_state *st, int r, unsigned round);

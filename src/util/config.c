@@ -21,6 +21,8 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
                        "SHOAL_THREAD_MULTIPLE: request rings per local sender (lanes, 0-16) in the inbox, one per sending thread, so up to this many threads send to ranks on the host without a lock (the rest share the request ring under its lock); each lane adds a request ring per sender to the inbox (at 2 ranks with the default rings 2 MiB); 0: no lanes; every rank at MULTIPLE on a host must have the same"},
     [CFG_SHM_OUTBOX_BYTES] = {"SHOAL_SHM_OUTBOX_BYTES", "1M",
                               "bytes of each of a rank's two outbox pools (requests, replies) in its inbox, which hold the payloads of medium messages too large for their ring (K/M/G suffixes; 0, or 16K to 1G); the medium limit is at least a quarter of it, so 1M keeps 64 KiB mediums at any rank count; 0: no outbox, mediums only as large as half a ring; the same for every rank on a host"},
+    [CFG_SHM_WATCHED] = {"SHOAL_SHM_WATCHED", "4",
+                         "senders on this host whose rings a rank polls directly (1-4096); with more ranks on the host, the others are watched only while they talk and reach an idle rank through a summary byte each, so an empty poll costs O(W), not O(ranks); every rank of a host must have the same"},
     [CFG_SPIN] = {"SHOAL_SPIN", "0",
                   "polls a wait spins (the first 4096 without a pause instruction) before it yields the CPU; 0 picks 20000 when ranks <= cores, 64 when oversubscribed"},
     [CFG_SEG_SIZE] = {"SHOAL_SEG_SIZE", "16M", "segment size used by tools and benchmarks (bytes, K/M/G suffixes)"},
@@ -227,6 +229,8 @@ static int validate(enum util_cfg_id id, const char *v, char *why, size_t why_le
         return (parse_int(v, &n) || n < 0 || n > UTIL_SHM_LANES_MAX) ? -1 : 0;
     case CFG_SHM_OUTBOX_BYTES:
         return (parse_int(v, &n) || (n != 0 && (n < UTIL_SHM_OUTBOX_MIN || n > UTIL_SHM_OUTBOX_MAX))) ? -1 : 0;
+    case CFG_SHM_WATCHED:
+        return (parse_int(v, &n) || n < 1 || n > 4096) ? -1 : 0;
     case CFG_AM_LARGE_MAX:
         return (parse_int(v, &n) || n < UTIL_MEDIUM_MIN || n > (1ll << 40)) ? -1 : 0;
     case CFG_RMA_HEAP:

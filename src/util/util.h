@@ -18,6 +18,7 @@ enum util_cfg_id {
     CFG_SHM_MEDIUM_MAX, /* largest medium payload */
     CFG_SHM_LANES,      /* request rings per sender for MULTIPLE's threads */
     CFG_SHM_OUTBOX_BYTES, /* each outbox pool: mediums that do not fit their ring */
+    CFG_SHM_WATCHED,    /* senders an inbox's owner polls directly */
     CFG_SPIN,           /* spins before yielding in a wait */
     CFG_SEG_SIZE,       /* default segment size for tools/benchmarks */
     CFG_TRANSPORT,      /* transport selection */

@@ -24,6 +24,8 @@ int main(int argc, char **argv)
     CHECK_RC(shoal_barrier(), SHOAL_OK);
     if (shoal_rank() == 0) {
         struct ring_tx *tx = &am.shm->tx[1 * SHM_CLASSES + AM_REQ];
+        if (tx->cold) /* the ring is backed at its first message (docs/SHM_QUEUE.md) */
+            CHECK_RC(shm_tx_first_contact(tx, 1), SHOAL_OK);
         struct ring_slot *slot = ring_tx_reserve(tx, 1);
         CHECK(slot != NULL, "an empty ring has room");
         uint64_t off = am.shm->outbox_bytes - 64, len = 4096;

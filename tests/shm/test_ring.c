@@ -26,6 +26,11 @@ static void test_ring_init(struct test_ring *r, uint32_t nslots)
     CHECK(r->slots, "out of memory");
     memset(r->slots, 0, (size_t)nslots * RING_SLOT_BYTES);
     CHECK(ring_tx_init(&r->tx, r->slots, &r->head, nslots) == SHOAL_OK, "ring_tx_init");
+    /* a new ring is cold: its first reserve is refused (not counted as
+     * full) until its sender has backed it, here malloc's memory */
+    CHECK(ring_tx_reserve(&r->tx, 1) == NULL && r->tx.cold && r->tx.full_events == 0,
+          "a cold ring took a message");
+    ring_tx_warm(&r->tx);
     ring_rx_init(&r->rx, r->slots, &r->head, nslots);
 }
 
