@@ -525,17 +525,12 @@ void am_send_multiple(int on)
 
 static void am_mt_lock(struct am_mt_ring *r)
 {
-    while (atomic_exchange_explicit(&r->lock, 1, memory_order_acquire)) {
-        struct util_backoff b; /* held for a few stores, unless its holder lost its core */
-        util_backoff_init(&b);
-        while (atomic_load_explicit(&r->lock, memory_order_relaxed))
-            util_backoff_wait(&b);
-    }
+    util_spin_lock(&r->lock);
 }
 
 static void am_mt_unlock(struct am_mt_ring *r)
 {
-    atomic_store_explicit(&r->lock, 0, memory_order_release);
+    util_spin_unlock(&r->lock);
 }
 
 /* Runs in the exiting thread, whose am_lane_tls is still there (release:

@@ -13,17 +13,12 @@
 
 static void outbox_lock(struct outbox *ob)
 {
-    while (atomic_exchange_explicit(&ob->lock, 1, memory_order_acquire)) {
-        struct util_backoff b; /* held for a few stores, unless its holder lost its core */
-        util_backoff_init(&b);
-        while (atomic_load_explicit(&ob->lock, memory_order_relaxed))
-            util_backoff_wait(&b);
-    }
+    util_spin_lock(&ob->lock);
 }
 
 static void outbox_unlock(struct outbox *ob)
 {
-    atomic_store_explicit(&ob->lock, 0, memory_order_release);
+    util_spin_unlock(&ob->lock);
 }
 
 int outbox_init(struct outbox *ob, void *base, size_t bytes)

@@ -3,6 +3,7 @@
 #define SHOAL_UTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <time.h>
@@ -198,6 +199,25 @@ static inline void util_backoff_wait(struct util_backoff *b)
         return;
     }
     util_backoff_slow(b);
+}
+
+
+/* A lock held for a few stores (a ring's sender state, an allocator): spin
+ * on a plain load, backing off as a wait does, unless its holder lost its
+ * core. */
+static inline void util_spin_lock(_Atomic uint32_t *lock)
+{
+    while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+        struct util_backoff b;
+        util_backoff_init(&b);
+        while (atomic_load_explicit(lock, memory_order_relaxed))
+            util_backoff_wait(&b);
+    }
+}
+
+static inline void util_spin_unlock(_Atomic uint32_t *lock)
+{
+    atomic_store_explicit(lock, 0, memory_order_release);
 }
 
 

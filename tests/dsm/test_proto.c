@@ -1049,6 +1049,18 @@ static int heard_is(unsigned node, const unsigned *want, unsigned n)
     return heard[node].n == n && memcmp(heard[node].type, want, n * sizeof *want) == 0;
 }
 
+/* Nodes 0 and 1 record what their predictors hear (heard[]), offered and
+ * assumed, through obs. */
+static void listen_both(struct sim *s, struct dsm_observer obs[2])
+{
+    memset(heard, 0, sizeof heard);
+    for (unsigned n = 0; n < 2; n++) {
+        obs[n] = (struct dsm_observer){.fn = heard_msg, .ctx = (void *)(uintptr_t)n};
+        s->nodes[n].observer = &obs[n];
+        s->nodes[n].assume = heard_assumed;
+    }
+}
+
 /* rmw and dsi on one read-modify-write: both sides hear the stream they
  * would without actions (the home its reader's upgrade and the ack of its
  * invalidation, the remote the read's grant, the upgrade's ack and the
@@ -1061,12 +1073,7 @@ static void act_heard(void)
     scenario(&s, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), W(0)}},
              (unsigned[SIM_MAX_NODES]){1, 2});
     struct dsm_observer obs[2];
-    memset(heard, 0, sizeof heard);
-    for (unsigned n = 0; n < 2; n++) {
-        obs[n] = (struct dsm_observer){.fn = heard_msg, .ctx = (void *)(uintptr_t)n};
-        s.nodes[n].observer = &obs[n];
-        s.nodes[n].assume = heard_assumed;
-    }
+    listen_both(&s, obs);
     map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
     sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
     granted_op(&s, 1, DSM_MSG_EXCLUSIVE_ACK_DATA);
@@ -1126,27 +1133,38 @@ static void act_push(void)
     finish(&s);
 }
 
-/* push crossing the reader's own request: the home queues the request
- * behind the pushed entry; the reader flushes the push unread, which frees
- * the request, and the home judges the push wasted. */
-static void act_push_crossed(void)
+/* A push of action `act` (grant: its message; aux: the tags its unread
+ * flush carries) crossing the reader's own request: the home queues the
+ * request behind the pushed entry; the reader flushes the push unread,
+ * which frees the request, and the home judges the push wasted; the
+ * reader's read is then granted the new data.  Returns the home's standing
+ * of that action right after the flush. */
+static int push_crossed_by_request(enum dsm_act_kind act, unsigned grant, uint32_t aux, unsigned trust,
+                                   const char *name)
 {
     struct sim s;
-    act_scenario(&s, DSM_ACT_PUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
+    act_scenario(&s, act, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
                  (unsigned[SIM_MAX_NODES]){1, 2});
     push_after_write(&s);
     sim_step(&s, 1); /* start read: the request crosses the push */
     sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    CHECK(s.nodes[0].stats.queued == 1, "push: the crossing request was not queued behind the pushed entry");
-    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    CHECK(s.nodes[0].stats.queued == 1, "%s: the crossing request was not queued behind the pushed entry", name);
+    sim_arrive(&s, grant, 0, 1);
     int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
-    CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_PUSH) && s.nodes[1].stats.act_wasted[DSM_ACT_PUSH] == 1,
-          "push: the crossing push was not flushed unread");
+    CHECK(i >= 0 && s.flight[i].m.aux == aux && s.nodes[1].stats.act_wasted[act] == 1,
+          "%s: the crossing push was not flushed unread", name);
     sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
-    CHECK(s.nodes[0].act_trust[2].credit < 0, "push: the home did not judge the crossed push wasted");
+    int credit = s.nodes[0].act_trust[trust].credit;
     granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
-    CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "push: node 1 read an old value");
+    CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "%s: node 1 read an old value", name);
     finish(&s);
+    return credit;
+}
+
+static void act_push_crossed(void)
+{
+    int credit = push_crossed_by_request(DSM_ACT_PUSH, DSM_MSG_SHARED_ACK_DATA, DSM_ACT_BIT(DSM_ACT_PUSH), 2, "push");
+    CHECK(credit < 0, "push: the home did not judge the crossed push wasted (credit %d)", credit);
 }
 
 /* push's timing (act.c's rule alone, as in act_dsi_steady): a home that
@@ -1207,12 +1225,7 @@ static void act_xpush(void)
     act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0), W(0)}},
                  (unsigned[SIM_MAX_NODES]){1, 3});
     struct dsm_observer obs[2];
-    memset(heard, 0, sizeof heard);
-    for (unsigned n = 0; n < 2; n++) {
-        obs[n] = (struct dsm_observer){.fn = heard_msg, .ctx = (void *)(uintptr_t)n};
-        s.nodes[n].observer = &obs[n];
-        s.nodes[n].assume = heard_assumed;
-    }
+    listen_both(&s, obs);
     push_after_write(&s);
     struct dsm_region *h = sim_region(&s, 0, 0);
     CHECK(h->state == DSM_HOME_INVALID && h->ndir == 1 && h->dir[0].pushed == DSM_PUSH_EXCLUSIVE,
@@ -1259,25 +1272,11 @@ static void act_xpush(void)
  * recall's ack). */
 static void act_xpush_crossed(void)
 {
-    struct sim s;
-    act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0)}, {R(0), R(0)}},
-                 (unsigned[SIM_MAX_NODES]){1, 2});
-    push_after_write(&s);
-    sim_step(&s, 1); /* start read: the request crosses the push */
-    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
-    CHECK(s.nodes[0].stats.queued == 1, "xpush: the crossing request was not queued behind the pushed entry");
-    sim_arrive(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1);
-    int i = sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0);
-    CHECK(i >= 0 && s.flight[i].m.aux == (DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH)) &&
-              s.nodes[1].stats.act_wasted[DSM_ACT_XPUSH] == 1,
-          "xpush: the crossing push was not flushed unread");
-    sim_arrive(&s, DSM_MSG_FLUSH, 1, 0);
-    CHECK(s.nodes[0].act_trust[3].credit == -2, "xpush: the crossed push was not judged push's waste (credit %d)",
-          s.nodes[0].act_trust[3].credit);
-    granted_op(&s, 1, DSM_MSG_SHARED_ACK_DATA);
-    CHECK(sim_value(sim_region(&s, 1, 0)) == 1, "xpush: node 1 read an old value");
-    finish(&s);
+    int credit = push_crossed_by_request(DSM_ACT_XPUSH, DSM_MSG_EXCLUSIVE_ACK_DATA,
+                                         DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH), 3, "xpush");
+    CHECK(credit == -2, "xpush: the crossed push was not judged push's waste (credit %d)", credit);
 
+    struct sim s;
     act_scenario(&s, DSM_ACT_XPUSH, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{W(0), R(0)}, {R(0)}},
                  (unsigned[SIM_MAX_NODES]){2, 1});
     push_after_write(&s);
