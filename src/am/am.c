@@ -776,6 +776,18 @@ static inline void am_shm_notify(int dest)
     }
 }
 
+/* After a message to dest is published: the ways dest may not be looking
+ * at this rank's rings, its summary (it does not watch this rank) and its
+ * doorbell (its progress thread sleeps); more defers the bell to the end
+ * of a SHOAL_MORE burst. */
+static inline void am_tell_receiver(int dest, unsigned more)
+{
+    if (UTIL_UNLIKELY(am.shm->watch.on))
+        am_shm_notify(dest);
+    if (UTIL_UNLIKELY(am_threaded))
+        am_progress_ring(dest, more);
+}
+
 /* Where a message's payload starts in its slots, and how many slots it takes. */
 static inline uint32_t am_msg_slots(enum am_kind kind, unsigned nargs, size_t nbytes, size_t *payload_at)
 {
@@ -844,10 +856,7 @@ am_send_ring(int multiple, int dest, enum am_class cls, unsigned handler, unsign
     am_outbox_settle(cls, chunk, tx);
     if (mt)
         am_mt_unlock(mt);
-    if (UTIL_UNLIKELY(am.shm->watch.on))
-        am_shm_notify(dest);
-    if (UTIL_UNLIKELY(am_threaded))
-        am_progress_ring(dest, flags & SHOAL_MORE);
+    am_tell_receiver(dest, flags & SHOAL_MORE);
     am_count_sent(cls, kind, nbytes);
     return SHOAL_OK;
 }
@@ -1043,12 +1052,9 @@ am_request_unlocked(int dest, unsigned handler, unsigned flags, enum am_kind kin
     am_sent_add(&count->bytes[kind], nbytes);
     if (mt)
         am_mt_unlock(mt);
-    if (UTIL_UNLIKELY(am.shm->watch.on))
-        am_shm_notify(dest);
-    /* rung now even in a SHOAL_MORE burst: no end of a locked call follows
-     * to ring an owed bell */
-    if (UTIL_UNLIKELY(am_threaded))
-        am_progress_ring(dest, 0);
+    /* more 0: rung now even in a SHOAL_MORE burst, as no end of a locked
+     * call follows to ring an owed bell */
+    am_tell_receiver(dest, 0);
     return SHOAL_OK;
 }
 
