@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Cosmos actions measured (docs/COSMOS.md, Actions): each workload with
-no action, with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory, push, xpush and with all five, on shm and
+no action, with each of SHOAL_COSMOS_ACT=rmw, dsi, migratory, push, xpush, upgrade and with all six, on shm and
 on udp (SHOAL_NET_LOCAL=1) at 2 and 4 ranks, interleaved (every action of a
 workload back to back, the whole matrix once per round), SHOAL_CRL_STATS=1
 on every run (its clock reads are in every time alike).  One JSON line per
@@ -21,7 +21,7 @@ actions' counters and the load average before the run.
 """
 import json, os, re, statistics, subprocess, sys, time
 
-NAMES = ["rmw", "dsi", "migratory", "push", "xpush"]
+NAMES = ["rmw", "dsi", "migratory", "push", "xpush", "upgrade"]
 ALL = ",".join(NAMES)
 ACTIONS = [""] + NAMES + [ALL]
 KERNELS = ["pc1", "pcn", "migratory", "counter"]

@@ -35,6 +35,13 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
  * suspended the shared pushes (none taken), which on their own are read
  * every time (2278 of 2278 at 2 ranks, 20 steps). */
 #define WASTE_PUSH 3
+/* an upgrade ahead (D14) saves the upgrade's request; one that comes too
+ * early is recalled by the home's next read (MsgRInvalidate, MsgRelease)
+ * and its rank then asks for the upgrade after all: three more.  One that
+ * crosses its rank's own request saves nothing and costs nothing (it is
+ * that request's answer): weighed as an exclusive read's waste, so that
+ * late ones alone wear its standing down slowly. */
+#define WASTE_UPGRADE 3
 
 /* May the action fire at this chance?  1 also for a suspended action's
  * retry; its result then decides the next back-off. */
@@ -85,12 +92,16 @@ static int untried_allows(struct dsm_act_untried *u)
     return 1;
 }
 
-enum { SIDE_HOME, SIDE_REMOTE, SIDE_PUSH, SIDE_XPUSH }; /* node->act_trust[] */
+enum { SIDE_HOME, SIDE_REMOTE, SIDE_PUSH, SIDE_XPUSH, SIDE_UPGRADE, SIDES }; /* node->act_trust[] */
+_Static_assert(SIDES == DSM_ACT_SIDES, "a standing per side");
 
 /* The region's own standing for the actions of a side. */
 static struct dsm_act_trust *trust_of(struct dsm_region *r, int side)
 {
-    return side == SIDE_PUSH ? &r->push_trust : side == SIDE_XPUSH ? &r->xpush_trust : &r->trust;
+    return side == SIDE_PUSH      ? &r->push_trust
+         : side == SIDE_XPUSH     ? &r->xpush_trust
+         : side == SIDE_UPGRADE ? &r->upgrade_trust
+                                  : &r->trust;
 }
 
 /* A region with confirmations to its credit decides alone; one without is
@@ -211,8 +222,9 @@ int dsm_act_self_invalidate(struct dsm_node *node, struct dsm_region *r)
         return 0;
     if (r->uses < UINT16_MAX)
         r->uses++;
-    /* a copy granted (pushed) exclusive for a read waits for the write its home predicted */
-    if ((r->act & XREAD_UNWRITTEN) || (r->pushed & DSM_PUSHED_UNWRITTEN) || r->uses < r->touches ||
+    /* a copy granted (pushed, upgraded ahead) exclusive for a read waits for the write its home predicted */
+    if ((r->act & XREAD_UNWRITTEN) || (r->pushed & (DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED)) ||
+        r->uses < r->touches ||
         (r->touches && !(r->act & DSM_RACT_DSI_STEADY)) ||
         !predicted(node, r, 0, home, COSMOS_INVAL_RO_REQ, COSMOS_INVAL_RW_REQ, &type))
         return 0;
@@ -279,12 +291,18 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     }
     if (flush && (r->act & DSM_RACT_DSI_FLUSHED))
         aux |= DSM_ACT_BIT(DSM_ACT_DSI);
-    if (r->pushed) { /* pushed and never read (exclusive: or never written): wasted */
+    if (r->pushed & (DSM_PUSHED_UNREAD | DSM_PUSHED_UNWRITTEN)) { /* pushed and never read (exclusive: or never written): wasted */
         node->stats.act_wasted[r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_XPUSH : DSM_ACT_PUSH]++;
         aux |= (r->pushed & DSM_PUSHED_UNREAD ? DSM_ACT_BIT(DSM_ACT_PUSH) : 0) |
                (r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_BIT(DSM_ACT_XPUSH) : 0);
-        r->pushed = 0;
     }
+    if (r->pushed & DSM_PUSHED_UPGRADED) { /* upgraded ahead and never written */
+        node->stats.act_wasted[DSM_ACT_UPGRADE]++;
+        aux |= DSM_ACT_BIT(DSM_ACT_UPGRADE);
+    }
+    if (r->pushed & DSM_PUSHED_CROSSED)
+        aux |= DSM_AUX_CROSSED;
+    r->pushed = 0;
     return aux;
 }
 
@@ -333,23 +351,23 @@ int dsm_act_push(struct dsm_node *node, struct dsm_region *r, uint32_t who, int 
 
 void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r, int write)
 {
-    if (!(r->pushed & DSM_PUSHED_UNWRITTEN)) {
+    if ((r->pushed & DSM_PUSHED_UNREAD) && !(r->pushed & DSM_PUSHED_UNWRITTEN))
         node->stats.act_confirmed[DSM_ACT_PUSH]++;
-        r->pushed = 0;
-    } else if (!write) {
-        r->pushed = DSM_PUSHED_UNWRITTEN; /* read: the write its home predicted is still to come */
-    } else {
-        node->stats.act_confirmed[DSM_ACT_XPUSH]++; /* the upgrade it predicted would have been sent now */
-        if (node->assume) /* and acknowledged: the remote's half of what the predictor hears */
-            node->assume(node, r->rid, 0, DSM_RID_HOME(r->rid), COSMOS_UPGRADE_RESP);
-        r->pushed = 0;
-    }
+    r->pushed &= (uint8_t)~DSM_PUSHED_UNREAD; /* an exclusive push read: the write its home predicted is still to come */
+    if (!write || !(r->pushed & (DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED)))
+        return;
+    /* the upgrade it predicted would have been sent now */
+    node->stats.act_confirmed[r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_XPUSH : DSM_ACT_UPGRADE]++;
+    if ((r->pushed & DSM_PUSHED_UNWRITTEN) && node->assume) /* and acknowledged: the remote's half of what the predictor hears */
+        node->assume(node, r->rid, 0, DSM_RID_HOME(r->rid), COSMOS_UPGRADE_RESP);
+    r->pushed &= (uint8_t)~(DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED);
 }
 
-uint32_t dsm_act_push_refused(struct dsm_node *node, int exclusive)
+uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind)
 {
-    node->stats.act_wasted[exclusive ? DSM_ACT_XPUSH : DSM_ACT_PUSH]++;
-    return DSM_ACT_BIT(DSM_ACT_PUSH) | (exclusive ? DSM_ACT_BIT(DSM_ACT_XPUSH) : 0);
+    node->stats.act_wasted[kind]++;
+    return kind == DSM_ACT_UPGRADE ? DSM_ACT_BIT(DSM_ACT_UPGRADE)
+         : DSM_ACT_BIT(DSM_ACT_PUSH) | (kind == DSM_ACT_XPUSH ? DSM_ACT_BIT(DSM_ACT_XPUSH) : 0);
 }
 
 /* A pushed copy invalidated unread: the push came a write too early; the
@@ -365,7 +383,7 @@ void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm
     int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)), x = e->pushed == DSM_PUSH_EXCLUSIVE;
     /* read but never written: the upgrade was mispredicted, not the read */
     int unwritten = !unread && x && m && (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH));
-    e->pushed = 0;
+    e->pushed &= (uint8_t)~(DSM_PUSH_SHARED | DSM_PUSH_EXCLUSIVE);
     judged(node, r, x ? SIDE_XPUSH : SIDE_PUSH, unread ? WASTE_PUSH : unwritten ? WASTE_XREAD : 0);
     /* an exclusive copy is recalled by the home's reads too: that says
      * nothing of the write after which readers read */
@@ -440,4 +458,61 @@ uint32_t dsm_act_grant_tag(struct dsm_region *r, uint32_t who)
     r->act &= (uint8_t)~DSM_RACT_DSI_TELL;
     r->dsi_from = 0;
     return DSM_ACT_BIT(DSM_ACT_DSI);
+}
+
+/* The upgrade ahead (D14).  Timing, as for dsi and push: the prediction
+ * says the sharer's upgrade comes next, not after which of the home's own
+ * reads, and one granted before the home's last read is recalled by it.
+ * So the home counts its reads since its last write and remembers how many
+ * it had done (the one under way counted) when the last real upgrade
+ * request came; once two in a row agree it grants at that read's end
+ * (Water --fine's owner reads its molecule in every pair it computes, then
+ * the reader adds its forces).  Before the first real request the
+ * prediction alone decides; a recall sets the count aside until two agree
+ * again. */
+void dsm_act_upgrade_read(struct dsm_region *r)
+{
+    if (r->up_reads < UINT16_MAX - 1)
+        r->up_reads++;
+}
+
+void dsm_act_upgrade_wrote(struct dsm_region *r)
+{
+    r->up_reads = 0;
+}
+
+void dsm_act_upgrade_asked(struct dsm_region *r, int reading)
+{
+    uint16_t after = (uint16_t)(r->up_reads + reading + 1); /* 0 is "none yet" */
+    r->up_steady = after == r->up_after;
+    r->up_after = after;
+}
+
+int dsm_act_upgrade(struct dsm_node *node, struct dsm_region *r, uint32_t who)
+{
+    unsigned type;
+    if (r->up_after && (!r->up_steady || r->up_reads + 1 != r->up_after))
+        return 0;
+    if (!predicted(node, r, 1, who, COSMOS_UPGRADE_REQ, COSMOS_UPGRADE_REQ, &type))
+        return 0;
+    return fire(node, r, SIDE_UPGRADE, DSM_ACT_UPGRADE, 1, who, type);
+}
+
+void dsm_act_upgrade_taken(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int crossed)
+{
+    dsm_act_granted(node, r, aux, 1);
+    if (crossed) /* it answered a request already sent: it saved nothing */
+        node->stats.act_wasted[DSM_ACT_UPGRADE]++;
+    r->pushed |= crossed ? DSM_PUSHED_CROSSED : DSM_PUSHED_UPGRADED;
+}
+
+void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m)
+{
+    int waste = !m || (m->aux & DSM_AUX_CROSSED)             ? WASTE_XREAD
+              : (m->aux & DSM_ACT_BIT(DSM_ACT_UPGRADE)) ? WASTE_UPGRADE
+                                                             : 0;
+    e->pushed &= (uint8_t)~DSM_PUSH_UPGRADE;
+    judged(node, r, SIDE_UPGRADE, waste);
+    if (waste == WASTE_UPGRADE) /* too early: the count is not trusted until two real requests agree */
+        r->up_steady = 0;
 }

@@ -9,7 +9,9 @@
  * and the home's next grant to that rank carries DSM_ACT_DSI's bit when it
  * judged the self-invalidation wasted; a pushed copy that leaves unread
  * tags its ack or flush with DSM_ACT_PUSH's bit, one pushed exclusive that
- * leaves unwritten with DSM_ACT_XPUSH's too. */
+ * leaves unwritten with DSM_ACT_XPUSH's too; a copy upgraded ahead that
+ * leaves unwritten with DSM_ACT_UPGRADE's, and one whose own upgrade
+ * request crossed the upgrade ahead with DSM_AUX_CROSSED. */
 #ifndef SHOAL_DSM_ACT_H
 #define SHOAL_DSM_ACT_H
 
@@ -65,12 +67,33 @@ void dsm_act_push_wrote(struct dsm_region *r);
 void dsm_act_push_sent(struct dsm_region *r);
 void dsm_act_push_read_req(struct dsm_region *r);
 
-/* Remote: a push (exclusive: an xpush) is flushed unread at once (D12,
- * D13); the flush's aux word. */
-uint32_t dsm_act_push_refused(struct dsm_node *node, int exclusive);
+/* Remote: a push, an exclusive push or an upgrade ahead (kind) is flushed
+ * unread at once (D12, D13, D14); the flush's aux word. */
+uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind);
 
 /* Home: the pushed copy of entry e ends, by m (its ack or flush: its tag
  * says it was never read) or by its upgrade (m NULL: it was used). */
 void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m);
+
+/* Home, the upgrade ahead's timing (DSM_ACT_UPGRADE, D14): a read of the
+ * home's ended; a write of the home's ended; a real upgrade request came
+ * from the sole sharer (reading: during a read of the home's). */
+void dsm_act_upgrade_read(struct dsm_region *r);
+void dsm_act_upgrade_wrote(struct dsm_region *r);
+void dsm_act_upgrade_asked(struct dsm_region *r, int reading);
+
+/* Home: grant who, the sole sharer, its upgrade now, because it is
+ * predicted next and this was the home's last read before it?  The caller
+ * has checked that the grant is legal now. */
+int dsm_act_upgrade(struct dsm_node *node, struct dsm_region *r, uint32_t who);
+
+/* Remote: an upgrade ahead taken by the copy (crossed: it answers the
+ * copy's own upgrade request, already sent); aux is its. */
+void dsm_act_upgrade_taken(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int crossed);
+
+/* Home: entry e's upgrade ahead is judged by m (the copy's ack, flush or
+ * release: its tags say unwritten or crossed), or by the crossing request
+ * (m NULL). */
+void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m);
 
 #endif

@@ -475,6 +475,58 @@ static void home_push(struct dsm_node *node, struct dsm_region *r)
         dsm_act_push_sent(r);
 }
 
+/* The upgrade ahead (DSM_ACT_UPGRADE, docs/CRL.md D14): at the end of the
+ * home's read, the sole sharer's upgrade goes unasked when the home
+ * predicts it next.  At the home it is the MsgModifyAck that sharer's
+ * MsgModifyReq would get at once: HomeShared, the sharer the only entry,
+ * nothing queued.  Its entry keeps a push's mark (judged apart) and the
+ * region remembers the version it upgraded, which names the sharer's own
+ * request if one crossed it (home_upgrade_asked); one at a time. */
+static void home_upgrade(struct dsm_node *node, struct dsm_region *r)
+{
+    dsm_act_upgrade_read(r);
+    if (r->state != DSM_HOME_SHARED || r->ndir != 1 || r->queue_head || r->up_state != DSM_UP_NONE)
+        return;
+    struct dsm_ptr *e = &r->dir[0];
+    if (!dsm_act_upgrade(node, r, e->node))
+        return;
+    r->up_state = DSM_UP_OUT;
+    r->up_to = e->node;
+    r->up_from = e->version;
+    e->version = r->version++;
+    e->pushed |= DSM_PUSH_UPGRADE;
+    struct dsm_msg m = {.type = DSM_MSG_MODIFY_ACK, .src = node->rank, .dst = e->node, .rid = r->rid,
+                        .version = e->version, .aux = DSM_ACT_BIT(DSM_ACT_UPGRADE), .from = r->up_from};
+    node->stats.sent[m.type]++;
+    node->send(node, &m);
+    r->state = DSM_HOME_INVALID;
+}
+
+/* A MsgModifyReq with the upgrade ahead on: the one its sharer sent from
+ * the copy the upgrade ahead upgraded crossed it, and its rank took the
+ * upgrade ahead as the answer: dropped (1), and judged if its copy has not
+ * said so first.  Otherwise, when it is the upgrade of the sole sharer's
+ * copy, the timing learns how many reads the home had done (0). */
+static int home_upgrade_asked(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
+{
+    struct dsm_ptr *e = dir_find(r, m->src);
+    if (r->up_state != DSM_UP_NONE && r->up_to == m->src && m->version == r->up_from) {
+        if (r->up_state == DSM_UP_OUT && !e) { /* the entry goes only with the copy's own word */
+            protocol_error(node, r, m);
+            return 1;
+        }
+        if (r->up_state == DSM_UP_OUT)
+            dsm_act_upgrade_judged(node, r, e, NULL);
+        r->up_state = DSM_UP_NONE;
+        node->stats.stale++;
+        return 1;
+    }
+    if (e && e->version == m->version && r->ndir == 1 &&
+        (r->state == DSM_HOME_SHARED || r->state == DSM_HOME_SHARED_RIP))
+        dsm_act_upgrade_asked(r, r->state == DSM_HOME_SHARED_RIP);
+    return 0;
+}
+
 /* Second phase (§A.4); `released` is HomeIipSpecial's argument: the owner
  * answered with MsgRelease and keeps a shared copy. */
 static void home_continue(struct dsm_node *node, struct dsm_region *r, int released)
@@ -535,6 +587,10 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
     }
     if (m->aux || (r->act & DSM_RACT_XREAD_OUT))
         dsm_act_home_note(node, r, m);
+    if (r->up_state == DSM_UP_OUT && r->up_to == m->src) /* the copy upgraded ahead speaks: did it cross? */
+        r->up_state = m->aux & DSM_AUX_CROSSED ? DSM_UP_STALE : DSM_UP_NONE;
+    if (e->pushed & DSM_PUSH_UPGRADE)
+        dsm_act_upgrade_judged(node, r, e, m);
     if (e->pushed)
         dsm_act_push_judged(node, r, e, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
@@ -578,14 +634,16 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
     case DSM_MSG_SHARED_REQ:
     case DSM_MSG_EXCLUSIVE_REQ:
     case DSM_MSG_MODIFY_REQ:
+        if (m->type == DSM_MSG_MODIFY_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE)) && home_upgrade_asked(node, r, m))
+            return;
         if (r->act & DSM_RACT_DSI_PENDING)
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
-        /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
         if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_PUSHES)) {
             struct dsm_ptr *e = dir_find(r, m->src);
             if (!e || !e->pushed) /* not one that crossed a push */
                 dsm_act_push_read_req(r);
         }
+        /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
         if (m->type == DSM_MSG_SHARED_REQ && r->state == DSM_HOME_EXCLUSIVE && !r->queue_head &&
             grant_exclusive_read(node, r, m->src, DSM_ACT_RMW))
             return;
@@ -620,6 +678,23 @@ static void drop_copy(struct dsm_node *node, struct dsm_region *r, int flush, in
     r->state = (uint8_t)next;
 }
 
+/* A shared copy takes an upgrade ahead (D14): idle or being read it
+ * becomes the modified copy (RemoteModified, RemoteModifiedRip) that the
+ * home's HomeInvalid entry describes; waiting for its own upgrade
+ * (crossed), it takes it as that request's answer, and the home drops the
+ * request. */
+static void take_upgrade(struct dsm_node *node, struct dsm_region *r, uint32_t version, uint32_t aux, int crossed)
+{
+    dsm_act_upgrade_taken(node, r, aux, crossed);
+    r->version = version;
+    r->released = 0; /* the home has heard our release: it was in HomeShared */
+    r->state = r->state == DSM_REMOTE_SHARED       ? DSM_REMOTE_MODIFIED
+             : r->state == DSM_REMOTE_SHARED_RIP ? DSM_REMOTE_MODIFIED_RIP
+                                                   : DSM_REMOTE_MODIFIED_WIP;
+    if (crossed)
+        r->waiting = 0;
+}
+
 static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     if (m->version < r->version) { /* late: for a copy already dropped (Fig. A-19) */
@@ -627,11 +702,18 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
         return;
     }
     int w = m->type == DSM_MSG_WINVALIDATE;
+    if (m->version > r->version && (r->state == DSM_REMOTE_SHARED || r->state == DSM_REMOTE_SHARED_RIP) &&
+        (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE)))
+        /* overtook an upgrade ahead of this copy (D14): taken now, the
+         * invalidation is the upgraded copy's, and the upgrade ahead is
+         * stale when it comes */
+        take_upgrade(node, r, m->version, 0, 0);
     if (m->version > r->version) { /* early: overtook its grant (Fig. A-20) */
         node->stats.early_inv++;
-        if (r->state == DSM_REMOTE_INVALID && (node->act & DSM_ACT_PUSHES)) {
-            /* overtook a push (D12, D13): the push, not newer now, is flushed
-             * when it comes, which the home counts as the ack */
+        if (r->state == DSM_REMOTE_INVALID && (node->act & (DSM_ACT_PUSHES | DSM_ACT_BIT(DSM_ACT_UPGRADE)))) {
+            /* overtook a push or an upgrade ahead (D12, D13, D14): that, not
+             * newer now, is flushed when it comes, which the home counts as
+             * the ack */
             r->version = m->version;
             return;
         }
@@ -682,45 +764,108 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
 /* A push (D12): taken as a shared copy into RemoteInvalid when newer than
  * the copy there, an exclusive push (D13) as an idle modified copy
  * (RemoteModifiedRip's idle counterpart: a read of it hits and the write
- * after it too); otherwise flushed at once, unread, so that the home drops
- * the entry that blocks this rank's own request (one crossed the push) or
- * counts the flush as the ack of the invalidation that overtook it.  Only
- * one push or grant is ever out to a rank, so the early invalidation a
- * request's wait noted was this push's. */
+ * after it too).  An upgrade ahead (D14) is taken by a shared copy it is
+ * newer than (take_upgrade); a valid copy at its version or newer has had
+ * it (an invalidation that overtook it made the copy take it).  Otherwise
+ * each is flushed at once, unread, so that the home drops the entry that
+ * blocks this rank's own request (one crossed the push, or followed a
+ * flush that crossed the upgrade ahead) or counts the flush as the ack of
+ * the invalidation that overtook it.  Only one push, grant or upgrade
+ * ahead is ever out to a rank, so the early invalidation a request's wait
+ * noted was this one's. */
 static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t dst, dsm_rid_t rid,
                        uint32_t version, uint32_t aux);
+
+/* Flushes a push or upgrade ahead (kind) unread.  The copy's version
+ * becomes its: a later invalidation of it is then not taken as early. */
+static void refuse_push(struct dsm_node *node, struct dsm_region *r, uint32_t home, dsm_rid_t rid, uint32_t version,
+                        enum dsm_act_kind kind)
+{
+    if (r && version > r->version) {
+        r->version = version;
+        r->rcvd_inv = 0;
+    }
+    /* a map in progress: the copy it makes starts at the push's version,
+     * so the invalidation the home may send for it is not taken as early */
+    if (!r && node->ask_rid == rid && version > node->map_version)
+        node->map_version = version;
+    send_about(node, DSM_MSG_FLUSH, home, rid, version, dsm_act_push_refused(node, kind));
+}
+
+/* The copy an upgrade ahead was held for came (taken: it takes the upgrade
+ * now) or was refused (the upgrade ahead is too). */
+static void held_upgrade(struct dsm_node *node, struct dsm_region *r, int taken)
+{
+    uint32_t v = r->up_held;
+    r->up_held = 0;
+    if (!taken) {
+        refuse_push(node, r, DSM_RID_HOME(r->rid), r->rid, v, DSM_ACT_UPGRADE);
+        return;
+    }
+    if (r->version != r->up_from || (r->state != DSM_REMOTE_SHARED && r->state != DSM_REMOTE_SHARED_RIP)) {
+        dsm_fail(node, r, "protocol error: an upgrade ahead was held for a copy that came otherwise");
+        return;
+    }
+    take_upgrade(node, r, v, 0, 0);
+}
+
+/* An upgrade ahead (D14): a shared copy of the version it upgrades takes
+ * it (take_upgrade); a valid copy at its version or newer has had it (an
+ * invalidation that overtook it made the copy take it); a copy older than
+ * the one it upgrades waits for that one, a grant or a push overtaken, and
+ * holds it until then (only one is out to a rank); with no copy it is
+ * refused. */
+static void remote_upgraded(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
+{
+    int valid = r && r->state >= DSM_REMOTE_SHARED && r->state <= DSM_REMOTE_MODIFIED_WIP;
+    if (valid && m->version <= r->version) {
+        node->stats.stale++;
+    } else if (valid && r->version == m->from && r->state < DSM_REMOTE_MODIFIED) {
+        take_upgrade(node, r, m->version, m->aux, r->state == DSM_REMOTE_SHARED_REQ);
+    } else if (valid || (r && r->version < m->from && r->up_held)) {
+        protocol_error(node, r, m);
+    } else if (r && r->version < m->from) {
+        r->up_held = m->version;
+        r->up_from = m->from;
+    } else
+        refuse_push(node, r, m->src, m->rid, m->version, DSM_ACT_UPGRADE);
+}
 
 static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     int x = m->type == DSM_MSG_EXCLUSIVE_ACK_DATA;
+    if (m->type == DSM_MSG_MODIFY_ACK) {
+        remote_upgraded(node, r, m);
+        return;
+    }
     if (r && r->state == DSM_REMOTE_INVALID && m->version > r->version) {
         take_data(r, m);
         dsm_act_granted(node, r, m->aux, 0);
         r->version = m->version;
         r->state = x ? DSM_REMOTE_MODIFIED : DSM_REMOTE_SHARED;
         r->pushed = DSM_PUSHED_UNREAD | (x ? DSM_PUSHED_UNWRITTEN : 0);
+        if (r->up_held)
+            held_upgrade(node, r, 1);
         return;
     }
-    if (r && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ) {
+    /* a valid copy newer than the push: an upgrade ahead of the pushed copy
+     * overtook it and was flushed, the home's entry went, and it granted again */
+    if (r && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ && m->version > r->version) {
         protocol_error(node, r, m);
         return;
     }
-    if (r && m->version > r->version) {
-        r->version = m->version;
-        r->rcvd_inv = 0;
-    }
-    /* a map in progress: the copy it makes starts at the push's version,
-     * so the invalidation the home may send for it is not taken as early */
-    if (!r && node->ask_rid == m->rid && m->version > node->map_version)
-        node->map_version = m->version;
-    send_about(node, DSM_MSG_FLUSH, m->src, m->rid, m->version, dsm_act_push_refused(node, x));
+    refuse_push(node, r, m->src, m->rid, m->version, x ? DSM_ACT_XPUSH : DSM_ACT_PUSH);
+    if (r && r->up_held)
+        held_upgrade(node, r, 0);
 }
 
-/* A grant no request asked for: a push (D12) or an exclusive push (D13). */
+/* A grant no request asked for: a push (D12), an exclusive push (D13) or
+ * an upgrade ahead (D14). */
 static int is_push(const struct dsm_msg *m)
 {
     return m->type == DSM_MSG_SHARED_ACK_DATA     ? (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)) != 0
          : m->type == DSM_MSG_EXCLUSIVE_ACK_DATA ? (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH)) != 0
+         : m->type == DSM_MSG_MODIFY_ACK         ? (m->aux & DSM_ACT_BIT(DSM_ACT_UPGRADE)) != 0
                                                   : 0;
 }
 
@@ -749,6 +894,8 @@ static void remote_grant(struct dsm_node *node, struct dsm_region *r, const stru
     } else
         r->state = DSM_REMOTE_MODIFIED_WIP;
     r->waiting = 0; /* an early invalidation stays in rcvd_inv for the operation's end */
+    if (r->up_held)
+        held_upgrade(node, r, 1);
 }
 
 static void remote_message(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
@@ -760,12 +907,12 @@ static void remote_message(struct dsm_node *node, struct dsm_region *r, const st
         return;
     case DSM_MSG_SHARED_ACK_DATA:
     case DSM_MSG_EXCLUSIVE_ACK_DATA:
+    case DSM_MSG_MODIFY_ACK:
         if (is_push(m)) {
             remote_pushed(node, r, m);
             return;
         }
         /* fall through */
-    case DSM_MSG_MODIFY_ACK:
     case DSM_MSG_MODIFY_ACK_DATA:
         remote_grant(node, r, m);
         return;
@@ -957,7 +1104,7 @@ static void absent(struct dsm_node *node, const struct dsm_msg *m)
      * flush as its ack. */
     if (m->type == DSM_MSG_RINVALIDATE || m->type == DSM_MSG_WINVALIDATE)
         return;
-    /* a push to a copy the URC evicted or a delete freed (D12, D13) */
+    /* a push to a copy the URC evicted or a delete freed (D12, D13, D14) */
     if (is_push(m)) {
         remote_pushed(node, NULL, m);
         return;
@@ -1164,6 +1311,8 @@ void dsm_end_read(struct dsm_node *node, struct dsm_region *r)
             return;
         r->state = r->state == DSM_HOME_EXCLUSIVE_RIP ? DSM_HOME_EXCLUSIVE : DSM_HOME_SHARED;
         home_retry(node, r);
+        if (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE))
+            home_upgrade(node, r);
         return;
     case DSM_REMOTE_SHARED_RIP:
         if (--r->read_cnt == 0)
@@ -1185,6 +1334,7 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_HOME_EXCLUSIVE_WIP:
         r->state = DSM_HOME_EXCLUSIVE;
         home_retry(node, r);
+        dsm_act_upgrade_wrote(r);
         if (node->act & DSM_ACT_PUSHES) {
             dsm_act_push_wrote(r);
             home_push(node, r);
@@ -1201,6 +1351,8 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
 void dsm_flush(struct dsm_node *node, struct dsm_region *r)
 {
     dsm_note_call(node, r, DSM_CALL_FLUSH);
+    if (r->up_held) /* the copy it waits for will find none (a URC eviction) */
+        held_upgrade(node, r, 0);
     if (r->state == DSM_REMOTE_SHARED || r->state == DSM_REMOTE_MODIFIED)
         drop_copy(node, r, 1, r->state == DSM_REMOTE_MODIFIED || r->released, DSM_REMOTE_INVALID);
     /* home copies and operations in progress: nothing (Tables A-6..A-21) */

@@ -121,6 +121,7 @@ struct dsm_msg {
     dsm_rid_t rid;
     uint32_t version;
     uint32_t aux;
+    uint32_t from; /* an upgrade ahead (D14): the version of the copy it upgrades; else 0 */
     const void *data;
     uint32_t len;
     int more; /* more messages follow at once: the transport may hold this one back to send them together */
@@ -192,12 +193,22 @@ struct dsm_region {
     struct dsm_act_trust trust; /* remote: dsi's throttle; home: the exclusive-for-read actions' (dsm/act.c) */
     struct dsm_act_trust push_trust; /* home: producer push's throttle */
     struct dsm_act_trust xpush_trust; /* home: the exclusive push's */
+    struct dsm_act_trust upgrade_trust; /* home: the upgrade ahead's */
     uint8_t pushed;     /* remote: this pushed copy is not read (DSM_PUSHED_UNREAD) or written (_UNWRITTEN) yet */
     uint8_t push_xskip; /* home: the last exclusive push came back unwritten: the next is not exclusive */
     /* home, push's timing (dsm/act.c): its writes since a remote last read
      * it (asked or pushed), and as many when the last push went; the write
      * after which remotes read, learnt (0: not yet) */
     uint16_t push_writes, push_writes_then, push_after;
+    /* home, the upgrade ahead's timing (dsm/act.c): the home's reads since
+     * its last write, and as many when the last real upgrade request came
+     * (0: none yet); up_steady: the last two agreed */
+    uint16_t up_reads, up_after;
+    uint8_t up_steady;
+    uint8_t up_state;  /* home: DSM_UP_*, about the rank up_to and the version up_from */
+    uint32_t up_to;    /* rank of the last upgrade ahead */
+    uint32_t up_from;  /* the version that upgrade ahead upgraded; remote: that of the one held */
+    uint32_t up_held;  /* remote: an upgrade ahead (its version) held until the copy it upgrades comes; 0 none */
     struct dsm_region *hash_next; /* in state Deleted: the next mapping set aside */
     /* home only */
     uint32_t cont_node; /* requester the continuation serves */
@@ -233,15 +244,30 @@ enum dsm_act_kind {
     DSM_ACT_MIGRATORY, /* home: after recalling a modified copy, the reader gets it exclusive (upgrade predicted) */
     DSM_ACT_PUSH,      /* home: after its write, the new data goes unasked to a reader whose read is predicted */
     DSM_ACT_XPUSH,     /* home: such a push goes exclusive when the reader's upgrade is predicted after its read */
+    DSM_ACT_UPGRADE,   /* home: after its last read, a sole sharer's predicted upgrade is granted before it is asked */
     DSM_ACT_KINDS
 };
 #define DSM_ACT_BIT(k) (1u << (k))
 #define DSM_ACT_PUSHES (DSM_ACT_BIT(DSM_ACT_PUSH) | DSM_ACT_BIT(DSM_ACT_XPUSH))
+/* The standings an action keeps per rank (dsm/act.c): the exclusive reads',
+ * dsi's, push's, xpush's and the upgrade ahead's. */
+#define DSM_ACT_SIDES 5
 
-/* dsm_ptr.pushed at a home: how the entry's copy was pushed. */
-enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2 };
-/* dsm_region.pushed at a remote: what a pushed copy has not had yet. */
-enum { DSM_PUSHED_UNREAD = 1, DSM_PUSHED_UNWRITTEN = 2 };
+/* dsm_ptr.pushed at a home: how the entry's copy was pushed (shared or
+ * exclusive), and whether it was then upgraded ahead (DSM_ACT_UPGRADE). */
+enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2, DSM_PUSH_UPGRADE = 4 };
+/* dsm_region.pushed at a remote: what a pushed copy has not had yet; a copy
+ * upgraded ahead and not written yet; one whose own upgrade request crossed
+ * the upgrade ahead, which took it as its answer (its next message to the
+ * home says so, DSM_AUX_CROSSED). */
+enum { DSM_PUSHED_UNREAD = 1, DSM_PUSHED_UNWRITTEN = 2, DSM_PUSHED_UPGRADED = 4, DSM_PUSHED_CROSSED = 8 };
+/* In the aux word of a remote's ack, flush or release, beside the action
+ * bits: the copy's upgrade request crossed its upgrade ahead (D14). */
+#define DSM_AUX_CROSSED (1u << 16)
+/* dsm_region.up_state at a home: the upgrade ahead out to up_to, whose
+ * crossing request (naming up_from) may still come; or the remote said its
+ * request crossed and that request is still to come. */
+enum { DSM_UP_NONE, DSM_UP_OUT, DSM_UP_STALE };
 
 /* dsm_region.act: what an action left on a region.  At a remote: the copy
  * came exclusive for a read (by rmw or migratory) and is not written yet;
@@ -330,8 +356,8 @@ struct dsm_node {
     /* the throttle's standing of this rank's exclusive-for-read actions (as
      * a home), of its dsi (as a remote) and of its pushes (as a home), over
      * its regions (dsm/act.c) */
-    struct dsm_act_trust act_trust[4];
-    struct dsm_act_untried act_untried[4]; /* the caps on untried dsi, push, xpush, by act_trust's index (dsm/act.c) */
+    struct dsm_act_trust act_trust[DSM_ACT_SIDES];
+    struct dsm_act_untried act_untried[DSM_ACT_SIDES]; /* the caps on untried dsi, push, xpush, upgrade, by act_trust's index (dsm/act.c) */
 };
 
 #define DSM_NO_RID UINT64_MAX

@@ -84,7 +84,8 @@ void dsm_wire_send(uint32_t dst, uint32_t handler, const uint64_t *args, const v
 void dsm_wire_send_msg(struct dsm_node *node, const struct dsm_msg *m)
 {
     (void)node;
-    uint64_t args[DSM_WIRE_ARGS] = {m->rid, (uint64_t)m->type | (uint64_t)m->version << 32, m->aux};
+    uint64_t args[DSM_WIRE_ARGS] = {m->rid, (uint64_t)m->type | (uint64_t)m->version << 32,
+                                    m->aux | (uint64_t)m->from << 32};
     dsm_wire_send(m->dst, DSM_H_PROTO, args, m->data, m->len, m->more ? SHOAL_MORE : 0);
 }
 
@@ -105,7 +106,8 @@ static void on_proto(shoal_token_t tok, void *buf, size_t n, const uint64_t *arg
     if (type >= DSM_MSG_TYPE_COUNT)
         shoal_abort(1, "crl: malformed protocol message from rank %u", src);
     struct dsm_msg m = {.type = (enum dsm_msg_type)type, .src = src, .dst = dsm.node.rank, .rid = args[0],
-                        .version = (uint32_t)(args[1] >> 32), .aux = (uint32_t)args[2], .data = buf,
+                        .version = (uint32_t)(args[1] >> 32), .aux = (uint32_t)args[2],
+                        .from = (uint32_t)(args[2] >> 32), .data = buf,
                         .len = (uint32_t)n};
     dsm_deliver(&dsm.node, &m);
     dsm_flush_outbox();

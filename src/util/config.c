@@ -80,7 +80,7 @@ static const struct util_cfg_entry table[CFG_COUNT] = {
     [CFG_COSMOS_SENDER_INDEX] = {"SHOAL_COSMOS_SENDER_INDEX", "0",
                                  "1: SHOAL_COSMOS keeps a history per region and sender (the thesis's §6.6)"},
     [CFG_COSMOS_ACT] = {"SHOAL_COSMOS_ACT", "",
-                        "actions a CRL program's protocol takes on the Cosmos predictor's predictions (docs/COSMOS.md, Actions), a comma-separated list of: rmw (the home answers a read exclusive when it predicts the reader's upgrade), dsi (a remote copy predicted to be invalidated is flushed at its operation's end), migratory (after recalling a modified copy for a reader, the home grants it exclusive when it predicts the reader's upgrade), push (after the home's write, the new data goes unasked to a rank whose read the home predicts next), xpush (such a push goes exclusive when the home predicts that rank's upgrade after its read; without push, only those pushes go); any action runs the predictor as SHOAL_COSMOS=1 does; empty: none"},
+                        "actions a CRL program's protocol takes on the Cosmos predictor's predictions (docs/COSMOS.md, Actions), a comma-separated list of: rmw (the home answers a read exclusive when it predicts the reader's upgrade), dsi (a remote copy predicted to be invalidated is flushed at its operation's end), migratory (after recalling a modified copy for a reader, the home grants it exclusive when it predicts the reader's upgrade), push (after the home's write, the new data goes unasked to a rank whose read the home predicts next), xpush (such a push goes exclusive when the home predicts that rank's upgrade after its read; without push, only those pushes go), upgrade (after the home's last read of a region one rank holds shared, that rank's upgrade is granted before it asks, when the home predicts it); any action runs the predictor as SHOAL_COSMOS=1 does; empty: none"},
     [CFG_HANG_REPORT] = {"SHOAL_HANG_REPORT", "0",
                          "seconds a rank may wait in a blocking call without any message arriving or leaving before it prints what it waits for (and, under shoalrun, the launcher asks every rank and prints the job's wait-for graph); 0: only on request (SIGQUIT, shoalrun --timeout)"},
     [CFG_BACKTRACE] = {"SHOAL_BACKTRACE", "1",
@@ -139,7 +139,7 @@ int util_port_range(const char *v, uint16_t *lo, uint16_t *hi)
     return 0;
 }
 
-const char *const util_cosmos_act_names[UTIL_COSMOS_ACTS] = {"rmw", "dsi", "migratory", "push", "xpush"};
+const char *const util_cosmos_act_names[UTIL_COSMOS_ACTS] = {"rmw", "dsi", "migratory", "push", "xpush", "upgrade"};
 
 int util_cosmos_act_mask(const char *v)
 {

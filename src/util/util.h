@@ -93,7 +93,7 @@ int util_port_range(const char *v, uint16_t *lo, uint16_t *hi);
 /* SHOAL_COSMOS_ACT's comma-separated list -> a bit per action, in the
  * order of util_cosmos_act_names (dsm's enum dsm_act_kind); -1 for a name
  * not among them. */
-#define UTIL_COSMOS_ACTS 5
+#define UTIL_COSMOS_ACTS 6
 extern const char *const util_cosmos_act_names[UTIL_COSMOS_ACTS];
 int util_cosmos_act_mask(const char *v);
 

@@ -43,14 +43,18 @@ static void on_send(struct dsm_node *node, const struct dsm_msg *m)
 
 unsigned sim_act;
 
-/* Predicts the message each action waits for: at a home the requester's
- * upgrade, or with push (xpush) a read request from the rank asked about;
- * an invalidation at a remote. */
+/* Predicts the message each action waits for: at a home the upgrade of a
+ * rank with a copy (the upgrade ahead), else the requester's upgrade, or
+ * with push (xpush) a read request from the rank asked about; an
+ * invalidation at a remote. */
 static int sim_oracle(struct dsm_node *node, dsm_rid_t rid, int home, uint32_t *sender, unsigned *type)
 {
-    (void)rid, (void)sender; /* the sender stays the one asked about */
+    struct dsm_region *r = dsm_lookup(node, rid);
+    int holds = 0; /* the sender stays the one asked about */
+    for (uint32_t i = 0; r && i < r->ndir; i++)
+        holds |= r->dir[i].node == *sender;
     if (home)
-        *type = node->act & DSM_ACT_PUSHES ? COSMOS_GET_RO_REQ : COSMOS_UPGRADE_REQ;
+        *type = !holds && (node->act & DSM_ACT_PUSHES) ? COSMOS_GET_RO_REQ : COSMOS_UPGRADE_REQ;
     else
         *type = COSMOS_INVAL_RW_REQ;
     return 1;
@@ -423,7 +427,7 @@ static uint64_t hash_flight(const struct sim_flight *f)
     h = mix(h, f->m.dst);
     h = mix(h, f->m.rid);
     h = mix(h, f->m.version);
-    h = mix(h, f->m.aux);
+    h = mix(h, f->m.aux | (uint64_t)f->m.from << 32);
     h = mix(h, f->m.len);
     return mix(h, f->data);
 }
@@ -451,9 +455,13 @@ static uint64_t hash_region(const struct dsm_region *r)
                    (uint64_t)r->push_xskip << 40 | (uint64_t)(uint8_t)r->xpush_trust.credit << 48 |
                    (uint64_t)r->xpush_trust.skip << 56);
     h = mix(h, r->push_writes | (uint64_t)r->push_writes_then << 16 | (uint64_t)r->push_after << 32);
+    h = mix(h, r->up_reads | (uint64_t)r->up_after << 16 | (uint64_t)r->up_steady << 32 | (uint64_t)r->up_state << 40 |
+                   (uint64_t)(uint8_t)r->upgrade_trust.credit << 48 | (uint64_t)r->upgrade_trust.skip << 56);
+    h = mix(h, r->up_to | (uint64_t)r->up_from << 32);
+    h = mix(h, r->up_held);
     uint64_t dir[SIM_MAX_NODES] = {0};
     for (uint32_t i = 0; i < r->ndir && i < SIM_MAX_NODES; i++)
-        dir[i] = (uint64_t)r->dir[i].node << 34 | (uint64_t)r->dir[i].pushed << 32 | r->dir[i].version;
+        dir[i] = (uint64_t)r->dir[i].node << 36 | (uint64_t)r->dir[i].pushed << 32 | r->dir[i].version;
     qsort(dir, r->ndir, sizeof dir[0], cmp_u64);
     for (uint32_t i = 0; i < r->ndir; i++)
         h = mix(h, dir[i]);

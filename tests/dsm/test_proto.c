@@ -1511,6 +1511,196 @@ static void act_untried_cap(void)
     sim_fini(&s);
 }
 
+/* Node 1 holds a shared copy and the home's read ends: the upgrade ahead
+ * (D14) goes, the home to HomeInvalid with node 1's entry marked and the
+ * version it upgraded remembered. */
+static void upgrade_after_read(struct sim *s)
+{
+    map_and_request(s, 1, DSM_MSG_SHARED_REQ);
+    sim_arrive(s, DSM_MSG_SHARED_REQ, 1, 0);
+    granted_op(s, 1, DSM_MSG_SHARED_ACK_DATA);
+    sim_step(s, 0); /* the home's read */
+    sim_step(s, 0); /* its end: the upgrade ahead */
+    struct dsm_region *h = sim_region(s, 0, 0);
+    int i = sim_find_flight(s, DSM_MSG_MODIFY_ACK, 0, 1);
+    CHECK(i >= 0 && s->flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_UPGRADE) && s->flight[i].m.from == 1 &&
+              s->nodes[0].stats.act_taken[DSM_ACT_UPGRADE] == 1,
+          "upgrade: no tagged upgrade ahead of version 1 at the home's read's end");
+    CHECK(h->state == DSM_HOME_INVALID && h->ndir == 1 && h->dir[0].pushed == DSM_PUSH_UPGRADE &&
+              h->up_state == DSM_UP_OUT && h->up_from == 1,
+          "upgrade: the home is in state %u (entries %u, up_state %u), not HomeInvalid with node 1's upgrade ahead",
+          h->state, h->ndir, h->up_state);
+}
+
+/* upgrade: node 1 takes it as an idle modified copy, its write hits with
+ * nothing in flight (confirmed there), and the home judges it confirmed
+ * when the written copy comes back.  Each side hears what it would
+ * without the action: the home the upgrade request (assumed), the remote
+ * the upgrade's ack (the upgrade ahead is one). */
+static void act_upgrade(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_UPGRADE, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0), W(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 2});
+    struct dsm_observer obs[2];
+    listen_both(&s, obs);
+    upgrade_after_read(&s);
+    sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0), *h = sim_region(&s, 0, 0);
+    CHECK(r->state == DSM_REMOTE_MODIFIED && r->pushed == DSM_PUSHED_UPGRADED && r->version == 2,
+          "upgrade: node 1 took it into state %u (pushed %u, version %u), not an idle modified copy", r->state,
+          r->pushed, r->version);
+    sim_step(&s, 1); /* start write: a hit */
+    CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0 && s.nodes[1].stats.act_confirmed[DSM_ACT_UPGRADE] == 1,
+          "upgrade: node 1's write was not a confirmed hit");
+    sim_step(&s, 1); /* end write */
+    dsm_flush(&s.nodes[1], r);
+    int i = sim_find_flight(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == 0, "upgrade: the written copy's flush is tagged or missing");
+    sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    CHECK(s.nodes[0].act_trust[4].credit == 1 && h->state == DSM_HOME_EXCLUSIVE && h->up_state == DSM_UP_NONE &&
+              home_value(&s) == sim_value(r),
+          "upgrade: the home did not judge the written copy confirmed, or lost its data");
+    static const unsigned home[] = {COSMOS_GET_RO_REQ, COSMOS_UPGRADE_REQ, COSMOS_FLUSH};
+    static const unsigned remote[] = {COSMOS_GET_RO_RESP, COSMOS_UPGRADE_RESP};
+    CHECK(heard_is(0, home, 3) && heard_is(1, remote, 2),
+          "upgrade heard: the home %u types (%u %u %u), the remote %u (%u %u)", heard[0].n, heard[0].type[0],
+          heard[0].type[1], heard[0].type[2], heard[1].n, heard[1].type[0], heard[1].type[1]);
+    for (unsigned n = 0; n < 2; n++)
+        s.nodes[n].observer = NULL;
+    finish(&s);
+}
+
+/* upgrade crossed by node 1's own upgrade request: node 1 takes it as the
+ * request's answer, and the home drops the request, judged as saving
+ * nothing (an exclusive read's weight), whether the request comes before
+ * the copy's flush (in order) or after it (the flush then says it crossed,
+ * and the home waits for that request to drop it). */
+static void act_upgrade_crossed(void)
+{
+    for (int late = 0; late < 2; late++) {
+        struct sim s;
+        act_scenario(&s, DSM_ACT_UPGRADE, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0), W(0)}},
+                     (unsigned[SIM_MAX_NODES]){1, 2});
+        upgrade_after_read(&s);
+        sim_step(&s, 1); /* start write: its upgrade request crosses the upgrade ahead */
+        sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+        struct dsm_region *r = sim_region(&s, 1, 0), *h = sim_region(&s, 0, 0);
+        CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && !r->waiting && r->pushed == DSM_PUSHED_CROSSED &&
+                  s.nodes[1].stats.act_wasted[DSM_ACT_UPGRADE] == 1,
+              "upgrade: node 1 did not take it as its request's answer (state %u, pushed %u)", r->state, r->pushed);
+        uint64_t stale = s.nodes[0].stats.stale;
+        if (!late)
+            sim_arrive(&s, DSM_MSG_MODIFY_REQ, 1, 0);
+        sim_step(&s, 1); /* grant seen */
+        sim_step(&s, 1); /* end write */
+        dsm_flush(&s.nodes[1], r);
+        int i = sim_find_flight(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+        CHECK(i >= 0 && s.flight[i].m.aux == DSM_AUX_CROSSED, "upgrade: the crossed copy's flush does not say so");
+        sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+        CHECK(h->state == DSM_HOME_EXCLUSIVE && h->ndir == 0 && h->up_state == (late ? DSM_UP_STALE : DSM_UP_NONE),
+              "upgrade: after the crossed copy's flush the home is in state %u, up_state %u (late %d)", h->state,
+              h->up_state, late);
+        if (late)
+            sim_arrive(&s, DSM_MSG_MODIFY_REQ, 1, 0);
+        CHECK(s.nodes[0].stats.stale == stale + 1 && h->up_state == DSM_UP_NONE && h->state == DSM_HOME_EXCLUSIVE &&
+                  s.nodes[0].act_trust[4].credit == -1 && s.nflight == 0 && home_value(&s) == sim_value(r),
+              "upgrade: the crossing request was not dropped and judged once (late %d: credit %d)", late,
+              s.nodes[0].act_trust[4].credit);
+        finish(&s);
+    }
+}
+
+/* upgrade too early: the home's next read recalls the copy unwritten (its
+ * ack has the upgrade tag: a waste of weight 3, and the timing is set
+ * aside); and overtaken by an invalidation, a shared copy takes the
+ * upgrade ahead at once and answers as the upgraded copy, and the upgrade
+ * ahead is stale when it comes; and arriving before the grant it upgrades,
+ * it is held until that grant is taken. */
+static void act_upgrade_early(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_UPGRADE, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0), R(0)}, {R(0)}},
+                 (unsigned[SIM_MAX_NODES]){2, 1});
+    upgrade_after_read(&s);
+    sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+    sim_step(&s, 0); /* the home reads again: a recall */
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    int i = sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    CHECK(i >= 0 && s.flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_UPGRADE),
+          "upgrade: the recalled unwritten copy's ack is not tagged");
+    sim_arrive(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    struct dsm_region *h = sim_region(&s, 0, 0);
+    CHECK(s.nodes[0].act_trust[4].credit == -2 && !h->up_steady && s.nodes[1].stats.act_wasted[DSM_ACT_UPGRADE] == 1,
+          "upgrade: a recalled one weighed %d, not -2", s.nodes[0].act_trust[4].credit);
+    finish(&s);
+
+    act_scenario(&s, DSM_ACT_UPGRADE, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0), W(0)}, {R(0)}},
+                 (unsigned[SIM_MAX_NODES]){2, 1});
+    upgrade_after_read(&s);
+    sim_step(&s, 0); /* the home writes: an invalidation that overtakes the upgrade ahead */
+    sim_arrive(&s, DSM_MSG_WINVALIDATE, 0, 1);
+    struct dsm_region *r = sim_region(&s, 1, 0);
+    i = sim_find_flight(&s, DSM_MSG_INVALIDATE_ACK_DATA, 1, 0);
+    CHECK(r->state == DSM_REMOTE_INVALID && r->version == 2 && i >= 0 && s.flight[i].m.version == 2,
+          "upgrade: the overtaken copy did not answer as the upgraded one (state %u, version %u)", r->state,
+          r->version);
+    uint64_t stale = s.nodes[1].stats.stale;
+    sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+    CHECK(i >= 0 && sim_find_flight(&s, DSM_MSG_FLUSH, 1, 0) >= 0 && s.nodes[1].stats.stale == stale,
+          "upgrade: the overtaken upgrade ahead was not flushed unread");
+    finish(&s);
+
+    act_scenario(&s, DSM_ACT_UPGRADE, (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0)}, {R(0), W(0)}},
+                 (unsigned[SIM_MAX_NODES]){1, 2});
+    map_and_request(&s, 1, DSM_MSG_SHARED_REQ);
+    sim_arrive(&s, DSM_MSG_SHARED_REQ, 1, 0);
+    sim_step(&s, 0);
+    sim_step(&s, 0); /* the home's read ends before node 1 has its copy */
+    sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+    r = sim_region(&s, 1, 0);
+    CHECK(r->state == DSM_REMOTE_INVALID_REQ && r->up_held == 2 && s.nflight == 1,
+          "upgrade: one that overtook its copy's grant was not held (state %u)", r->state);
+    sim_arrive(&s, DSM_MSG_SHARED_ACK_DATA, 0, 1);
+    CHECK(r->state == DSM_REMOTE_MODIFIED_RIP && r->version == 2 && !r->up_held && r->pushed == DSM_PUSHED_UPGRADED,
+          "upgrade: the held one was not taken with the grant (state %u, version %u)", r->state, r->version);
+    sim_step(&s, 1); /* grant seen */
+    sim_step(&s, 1); /* end read */
+    sim_step(&s, 1); /* start write: a hit */
+    CHECK(r->state == DSM_REMOTE_MODIFIED_WIP && s.nflight == 0, "upgrade: the write after a held one missed");
+    finish(&s);
+}
+
+/* The upgrade ahead's timing: fired freely before any real request; then
+ * at the home's read after which the last two real requests came. */
+static void act_upgrade_timing(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_UPGRADE);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_node *nd = &s.nodes[0];
+    struct dsm_region *a = dsm_create(nd, SIM_DATA);
+    CHECK(dsm_act_upgrade(nd, a, 1), "upgrade timing: not taken before any request");
+    for (int period = 0; period < 2; period++) {
+        dsm_act_upgrade_wrote(a);
+        dsm_act_upgrade_read(a);
+        dsm_act_upgrade_asked(a, 1); /* during the home's second read */
+    }
+    dsm_act_upgrade_wrote(a);
+    dsm_act_upgrade_read(a);
+    int first = dsm_act_upgrade(nd, a, 1);
+    dsm_act_upgrade_read(a);
+    int second = dsm_act_upgrade(nd, a, 1);
+    CHECK(!first && second, "upgrade timing: after the home's first read %d, second %d (expected 0, 1)", first,
+          second);
+    dsm_act_upgrade_wrote(a);
+    dsm_act_upgrade_asked(a, 0); /* a request with no read: the count changes, not trusted */
+    dsm_act_upgrade_read(a);
+    dsm_act_upgrade_read(a);
+    CHECK(!dsm_act_upgrade(nd, a, 1), "upgrade timing: taken on a count that changed");
+    sim_fini(&s);
+}
+
 static void actions(void)
 {
     act_throttle();
@@ -1529,11 +1719,17 @@ static void actions(void)
     act_xpush();
     act_xpush_crossed();
     act_xpush_judged();
+    act_upgrade();
+    act_upgrade_crossed();
+    act_upgrade_early();
+    act_upgrade_timing();
     sim_act = 0;
     printf("actions: the throttle, the cap on untried actions, a late retry, dsi's steady count, its uses across an "
            "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears, push "
            "(read, crossed by its reader's request, its timing) and xpush (read and written, what each side hears, "
-           "crossed by its reader's request and by a recall, its outcomes' weights, skip and cap) passed\n");
+           "crossed by its reader's request and by a recall, its outcomes' weights, skip and cap) and the upgrade ahead (taken "
+           "and written, what each side hears, crossed by its rank's request in order and late, recalled, overtaken, "
+           "held for its grant, its timing) passed\n");
 }
 
 /* ---- random schedules ---------------------------------------------------------- */
@@ -1617,7 +1813,7 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2 || argc == 3, "usage: test_proto <test> [actions, as SHOAL_COSMOS_ACT]");
     int act = argc == 3 ? util_cosmos_act_mask(argv[2]) : 0;
-    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push, xpush)", argv[2]);
+    CHECK(act >= 0, "unknown action in %s (accepted: rmw, dsi, migratory, push, xpush, upgrade)", argv[2]);
     sim_act = (unsigned)act;
     static const struct test_case tests[] = {
         {"transitions", transitions},
