@@ -71,8 +71,8 @@ static void trust_retried(struct dsm_act_trust *t)
  * known (tuned Water's first dsi at each rank flushed all 64 copies before
  * any was judged; Water --untuned at 4 ranks pushed 160-190 copies, none
  * read, before the first push was judged at its home's next write).  Only
- * dsi and push need it: a waste of either costs three times what a
- * confirmation saves, while an exclusive read's costs what it saves, so an
+ * dsi, the pushes and the upgrade ahead need it: a waste of any costs
+ * three times what a confirmation saves, while an exclusive read's costs what it saves, so an
  * untried batch of those can lose no more than it can win.  Each outcome
  * frees a place.  A dsi outcome comes only when the rank is granted the
  * region again, which may be never, so after UNTRIED_EPOCH chances
@@ -257,6 +257,8 @@ void dsm_act_granted(struct dsm_node *node, struct dsm_region *r, uint32_t aux, 
         judged(node, r, SIDE_REMOTE, 0);
     }
     r->act &= (uint8_t)~DSM_RACT_DSI_FLUSHED;
+    /* the home heard the crossed copy's release before it granted again (D14) */
+    r->pushed &= (uint8_t)~DSM_PUSHED_CROSSED;
     /* uses count from the data's arrival: a read then a write is two uses
      * whether the write upgraded the copy or rmw granted it exclusive, so
      * the last-use count learnt before rmw began still holds after */
@@ -363,9 +365,9 @@ void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r, int write)
     r->pushed &= (uint8_t)~(DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED);
 }
 
-uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind)
+uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind, int counted)
 {
-    node->stats.act_wasted[kind]++;
+    node->stats.act_wasted[kind] += !counted;
     return kind == DSM_ACT_UPGRADE ? DSM_ACT_BIT(DSM_ACT_UPGRADE)
          : DSM_ACT_BIT(DSM_ACT_PUSH) | (kind == DSM_ACT_XPUSH ? DSM_ACT_BIT(DSM_ACT_XPUSH) : 0);
 }

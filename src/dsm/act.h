@@ -68,8 +68,9 @@ void dsm_act_push_sent(struct dsm_region *r);
 void dsm_act_push_read_req(struct dsm_region *r);
 
 /* Remote: a push, an exclusive push or an upgrade ahead (kind) is flushed
- * unread at once (D12, D13, D14); the flush's aux word. */
-uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind);
+ * unread at once (D12, D13, D14); the flush's aux word.  counted: its
+ * waste is counted already. */
+uint32_t dsm_act_push_refused(struct dsm_node *node, enum dsm_act_kind kind, int counted);
 
 /* Home: the pushed copy of entry e ends, by m (its ack or flush: its tag
  * says it was never read) or by its upgrade (m NULL: it was used). */

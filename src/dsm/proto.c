@@ -261,6 +261,12 @@ void dsm_deleted_mapping_free(struct dsm_node *node, struct dsm_region *r)
 
 /* ---- sending ---------------------------------------------------------------- */
 
+static void send_msg(struct dsm_node *node, const struct dsm_msg *m)
+{
+    node->stats.sent[m->type]++;
+    node->send(node, m);
+}
+
 /* aux: the actions' tags (dsm/act.h), 0 without them. */
 static void emit_aux(struct dsm_node *node, const struct dsm_region *r, enum dsm_msg_type type, uint32_t dst,
                      uint32_t version, int with_data, int more, uint32_t aux)
@@ -268,8 +274,7 @@ static void emit_aux(struct dsm_node *node, const struct dsm_region *r, enum dsm
     struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = r->rid, .version = version,
                         .aux = aux, .data = with_data ? r->data : NULL, .len = with_data ? r->size : 0,
                         .more = more};
-    node->stats.sent[type]++;
-    node->send(node, &m);
+    send_msg(node, &m);
 }
 
 static void emit(struct dsm_node *node, const struct dsm_region *r, enum dsm_msg_type type, uint32_t dst,
@@ -311,7 +316,7 @@ static void dir_set(struct dsm_node *node, struct dsm_region *r, uint32_t who, u
         }
         e = &r->dir[r->ndir++];
         e->node = who;
-    } else if (e->pushed) /* an upgrade of a pushed copy: it was used */
+    } else if (e->pushed & DSM_PUSH_COPY) /* an upgrade of a pushed copy: it was used */
         dsm_act_push_judged(node, r, e, NULL);
     e->version = version;
     e->pushed = 0;
@@ -393,7 +398,7 @@ static int home_try_request(struct dsm_node *node, struct dsm_region *r, enum ds
 {
     struct dsm_ptr *e = dir_find(r, src);
     if (e && !(type == DSM_MSG_MODIFY_REQ && r->state == DSM_HOME_SHARED &&
-               (!e->pushed || e->version == version)))
+               (!(e->pushed & DSM_PUSH_COPY) || e->version == version)))
         return 0;
     int shared = type == DSM_MSG_SHARED_REQ;
     switch (r->state) {
@@ -497,8 +502,7 @@ static void home_upgrade(struct dsm_node *node, struct dsm_region *r)
     e->pushed |= DSM_PUSH_UPGRADE;
     struct dsm_msg m = {.type = DSM_MSG_MODIFY_ACK, .src = node->rank, .dst = e->node, .rid = r->rid,
                         .version = e->version, .aux = DSM_ACT_BIT(DSM_ACT_UPGRADE), .from = r->up_from};
-    node->stats.sent[m.type]++;
-    node->send(node, &m);
+    send_msg(node, &m);
     r->state = DSM_HOME_INVALID;
 }
 
@@ -591,7 +595,7 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
         r->up_state = m->aux & DSM_AUX_CROSSED ? DSM_UP_STALE : DSM_UP_NONE;
     if (e->pushed & DSM_PUSH_UPGRADE)
         dsm_act_upgrade_judged(node, r, e, m);
-    if (e->pushed)
+    if (e->pushed & DSM_PUSH_COPY)
         dsm_act_push_judged(node, r, e, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
@@ -640,7 +644,7 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
         if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_PUSHES)) {
             struct dsm_ptr *e = dir_find(r, m->src);
-            if (!e || !e->pushed) /* not one that crossed a push */
+            if (!e || !(e->pushed & DSM_PUSH_COPY)) /* not one that crossed a push */
                 dsm_act_push_read_req(r);
         }
         /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
@@ -749,8 +753,11 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             r->rcvd_inv = 1;
             return;
         }
+        uint8_t crossed = r->pushed & DSM_PUSHED_CROSSED;
         emit_aux(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0,
                  r->act || r->pushed ? dsm_act_copy_leaves(node, r, 0) : 0); /* §A.10 */
+        /* the copy's end may overtake this release (D7): it must say so too (D14) */
+        r->pushed |= crossed;
         r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
@@ -781,6 +788,9 @@ static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t d
 static void refuse_push(struct dsm_node *node, struct dsm_region *r, uint32_t home, dsm_rid_t rid, uint32_t version,
                         enum dsm_act_kind kind)
 {
+    /* an upgrade ahead that an overtaking invalidation made its copy take
+     * (take_upgrade) was counted when that copy left */
+    int counted = kind == DSM_ACT_UPGRADE && r && r->version >= version;
     if (r && version > r->version) {
         r->version = version;
         r->rcvd_inv = 0;
@@ -789,7 +799,7 @@ static void refuse_push(struct dsm_node *node, struct dsm_region *r, uint32_t ho
      * so the invalidation the home may send for it is not taken as early */
     if (!r && node->ask_rid == rid && version > node->map_version)
         node->map_version = version;
-    send_about(node, DSM_MSG_FLUSH, home, rid, version, dsm_act_push_refused(node, kind));
+    send_about(node, DSM_MSG_FLUSH, home, rid, version, dsm_act_push_refused(node, kind, counted));
 }
 
 /* The copy an upgrade ahead was held for came (taken: it takes the upgrade
@@ -848,12 +858,15 @@ static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const str
             held_upgrade(node, r, 1);
         return;
     }
-    /* a valid copy newer than the push: an upgrade ahead of the pushed copy
-     * overtook it and was flushed, the home's entry went, and it granted again */
+    /* a rank with a valid copy has an entry and gets no push: one newer than
+     * the copy cannot be */
     if (r && r->state != DSM_REMOTE_INVALID && r->state != DSM_REMOTE_INVALID_REQ && m->version > r->version) {
         protocol_error(node, r, m);
         return;
     }
+    /* flushed unread, also when older than a valid copy: an upgrade ahead of
+     * the pushed copy overtook it and was flushed, the home's entry went, and
+     * it granted again (D14) */
     refuse_push(node, r, m->src, m->rid, m->version, x ? DSM_ACT_XPUSH : DSM_ACT_PUSH);
     if (r && r->up_held)
         held_upgrade(node, r, 0);
@@ -928,8 +941,7 @@ static void send_about(struct dsm_node *node, enum dsm_msg_type type, uint32_t d
                        uint32_t version, uint32_t aux)
 {
     struct dsm_msg m = {.type = type, .src = node->rank, .dst = dst, .rid = rid, .version = version, .aux = aux};
-    node->stats.sent[type]++;
-    node->send(node, &m);
+    send_msg(node, &m);
 }
 
 enum dsm_refusal dsm_absence(const struct dsm_node *node, dsm_rid_t rid)
@@ -1112,7 +1124,10 @@ static void absent(struct dsm_node *node, const struct dsm_msg *m)
     if (dsm_absence(node, m->rid) == DSM_REFUSE_DELETED) { /* late, for a deleted region (D10) */
         node->stats.deleted_dropped++;
         /* a request means the sender uses a deleted region: MsgDelete makes
-         * it fail (the copy is mapped) instead of waiting for ever */
+         * it fail (the copy is mapped) instead of waiting for ever.  An
+         * upgrade request that crossed an upgrade ahead (D14) may come after
+         * a legal delete too: its sender's copy is idle or gone, and the
+         * MsgDelete is dropped or frees it, as the delete's own would */
         if (m->type == DSM_MSG_SHARED_REQ || m->type == DSM_MSG_EXCLUSIVE_REQ || m->type == DSM_MSG_MODIFY_REQ)
             send_about(node, DSM_MSG_DELETE, m->src, m->rid, 0, 0);
         return;
@@ -1351,7 +1366,7 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
 void dsm_flush(struct dsm_node *node, struct dsm_region *r)
 {
     dsm_note_call(node, r, DSM_CALL_FLUSH);
-    if (r->up_held) /* the copy it waits for will find none (a URC eviction) */
+    if (r->up_held) /* the copy it waits for will be refused (and at a URC eviction find none) */
         held_upgrade(node, r, 0);
     if (r->state == DSM_REMOTE_SHARED || r->state == DSM_REMOTE_MODIFIED)
         drop_copy(node, r, 1, r->state == DSM_REMOTE_MODIFIED || r->released, DSM_REMOTE_INVALID);

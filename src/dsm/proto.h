@@ -256,6 +256,7 @@ enum dsm_act_kind {
 /* dsm_ptr.pushed at a home: how the entry's copy was pushed (shared or
  * exclusive), and whether it was then upgraded ahead (DSM_ACT_UPGRADE). */
 enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2, DSM_PUSH_UPGRADE = 4 };
+#define DSM_PUSH_COPY (DSM_PUSH_SHARED | DSM_PUSH_EXCLUSIVE) /* the entry's copy itself was pushed */
 /* dsm_region.pushed at a remote: what a pushed copy has not had yet; a copy
  * upgraded ahead and not written yet; one whose own upgrade request crossed
  * the upgrade ahead, which took it as its answer (its next message to the
@@ -354,8 +355,8 @@ struct dsm_node {
     dsm_assume_fn assume;
     dsm_predict_after_fn predict_after; /* with xpush; NULL: no exclusive push */
     /* the throttle's standing of this rank's exclusive-for-read actions (as
-     * a home), of its dsi (as a remote) and of its pushes (as a home), over
-     * its regions (dsm/act.c) */
+     * a home), of its dsi (as a remote), of its pushes, exclusive pushes and
+     * upgrades ahead (as a home), over its regions (dsm/act.c) */
     struct dsm_act_trust act_trust[DSM_ACT_SIDES];
     struct dsm_act_untried act_untried[DSM_ACT_SIDES]; /* the caps on untried dsi, push, xpush, upgrade, by act_trust's index (dsm/act.c) */
 };

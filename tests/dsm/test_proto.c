@@ -1611,6 +1611,39 @@ static void act_upgrade_crossed(void)
     }
 }
 
+/* upgrade crossed, then released: the crossed copy answers the home's
+ * recall with MsgRelease and later flushes; the flush overtakes the
+ * release and must say it crossed too, or the home serves the crossing
+ * request as a second grant (found by review: a protocol error at node 1). */
+static void act_upgrade_crossed_released(void)
+{
+    struct sim s;
+    act_scenario(&s, DSM_ACT_UPGRADE,
+                 (const struct sim_step[SIM_MAX_NODES][SIM_MAX_OPS]){{R(0), R(0)}, {R(0), W(0), R(0)}},
+                 (unsigned[SIM_MAX_NODES]){2, 3});
+    upgrade_after_read(&s);
+    sim_step(&s, 1); /* start write: its upgrade request crosses the upgrade ahead */
+    sim_arrive(&s, DSM_MSG_MODIFY_ACK, 0, 1);
+    sim_step(&s, 1); /* grant seen */
+    sim_step(&s, 1); /* end write */
+    sim_step(&s, 1); /* start read: a hit */
+    sim_step(&s, 0); /* the home's read: a recall */
+    sim_arrive(&s, DSM_MSG_RINVALIDATE, 0, 1);
+    int i = sim_find_flight(&s, DSM_MSG_RELEASE, 1, 0);
+    CHECK(i >= 0 && (s.flight[i].m.aux & DSM_AUX_CROSSED), "upgrade: the crossed copy's release does not say so");
+    sim_step(&s, 1); /* end read */
+    struct dsm_region *r = sim_region(&s, 1, 0), *h = sim_region(&s, 0, 0);
+    dsm_flush(&s.nodes[1], r);
+    i = sim_find_flight(&s, DSM_MSG_FLUSH_DATA, 1, 0);
+    CHECK(i >= 0 && (s.flight[i].m.aux & DSM_AUX_CROSSED), "upgrade: the released crossed copy's flush does not say so");
+    sim_arrive(&s, DSM_MSG_FLUSH_DATA, 1, 0); /* overtakes the release */
+    CHECK(h->up_state == DSM_UP_STALE, "upgrade: after the overtaking flush up_state is %u, not stale", h->up_state);
+    sim_arrive(&s, DSM_MSG_MODIFY_REQ, 1, 0);
+    CHECK(h->up_state == DSM_UP_NONE && sim_find_flight(&s, DSM_MSG_EXCLUSIVE_ACK_DATA, 0, 1) < 0,
+          "upgrade: the crossing request was served after the overtaking flush");
+    finish(&s);
+}
+
 /* upgrade too early: the home's next read recalls the copy unwritten (its
  * ack has the upgrade tag: a waste of weight 3, and the timing is set
  * aside); and overtaken by an invalidation, a shared copy takes the
@@ -1721,6 +1754,7 @@ static void actions(void)
     act_xpush_judged();
     act_upgrade();
     act_upgrade_crossed();
+    act_upgrade_crossed_released();
     act_upgrade_early();
     act_upgrade_timing();
     sim_act = 0;
@@ -1728,7 +1762,7 @@ static void actions(void)
            "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears, push "
            "(read, crossed by its reader's request, its timing) and xpush (read and written, what each side hears, "
            "crossed by its reader's request and by a recall, its outcomes' weights, skip and cap) and the upgrade ahead (taken "
-           "and written, what each side hears, crossed by its rank's request in order and late, recalled, overtaken, "
+           "and written, what each side hears, crossed by its rank's request in order, late and after a release, recalled, overtaken, "
            "held for its grant, its timing) passed\n");
 }
 
