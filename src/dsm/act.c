@@ -21,7 +21,7 @@ _Static_assert(UTIL_COSMOS_ACTS == DSM_ACT_KINDS, "util_cosmos_act_names names e
 #define TRUST_MARGIN 2
 #define TRUST_CAP 8
 #define TRUST_SKIP 2
-#define TRUST_LEVELS 6
+#define TRUST_LEVELS 10
 #define WASTE_DSI 3
 #define WASTE_XREAD 1
 /* a confirmed push saves a read's request and grant for one push; a wasted
@@ -62,7 +62,7 @@ static int trust_allows(struct dsm_act_trust *t)
 static void trust_retried(struct dsm_act_trust *t)
 {
     if (t->credit <= -TRUST_MARGIN)
-        t->skip = (uint8_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit));
+        t->skip = (uint16_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit));
 }
 
 /* The cap on untried actions: while a rank's dsi (push) has no
@@ -141,7 +141,7 @@ static void trust_wasted(struct dsm_act_trust *t, int weight)
         t->credit--;
     if (t->credit > -TRUST_MARGIN)
         return;
-    t->skip = (uint8_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit)); /* the back-off's level */
+    t->skip = (uint16_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit)); /* the back-off's level */
 }
 
 /* Is <sender, one of the types> the next message predicted for r at this
@@ -180,12 +180,19 @@ static void judged(struct dsm_node *node, struct dsm_region *r, int side, int wa
         u->out = (uint16_t)(u->out - (u->out > 0));
         u->declined = 0;
     }
+    /* the rank's record is of the actions its regions' own records did not
+     * decide (act_allowed): Barnes-Hut's pushes to regions with credit were
+     * confirmed often enough to lift a suspended rank at once, and each such
+     * lift let pushes to regions without credit (its wastes) go on */
+    struct dsm_act_trust *t = trust_of(r, side), *rank = t->credit > 0 ? NULL : &node->act_trust[side];
     if (!waste) {
-        trust_confirmed(trust_of(r, side));
-        trust_confirmed(&node->act_trust[side]);
+        trust_confirmed(t);
+        if (rank)
+            trust_confirmed(rank);
     } else {
-        trust_wasted(trust_of(r, side), waste);
-        trust_wasted(&node->act_trust[side], waste);
+        trust_wasted(t, waste);
+        if (rank)
+            trust_wasted(rank, waste);
     }
 }
 

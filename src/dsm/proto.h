@@ -151,7 +151,7 @@ struct dsm_queued {
  * skip the chances still to let pass before the next retry. */
 struct dsm_act_trust {
     int8_t credit;
-    uint8_t skip;
+    uint16_t skip;
 };
 
 /* A rank's self-invalidations (or pushes) out with no outcome known yet,

@@ -450,13 +450,12 @@ static uint64_t hash_region(const struct dsm_region *r)
     h = mix(h, r->cont_node);
     h = mix(h, r->num_acks);
     h = mix(h, r->act | (uint64_t)r->dsi_from << 8 | (uint64_t)r->uses << 40 | (uint64_t)r->touches << 52);
-    h = mix(h, (uint8_t)r->trust.credit | (uint64_t)r->trust.skip << 8 | (uint64_t)(uint8_t)r->push_trust.credit << 16 |
-                   (uint64_t)r->push_trust.skip << 24 | (uint64_t)r->pushed << 32 |
-                   (uint64_t)r->push_xskip << 40 | (uint64_t)(uint8_t)r->xpush_trust.credit << 48 |
-                   (uint64_t)r->xpush_trust.skip << 56);
+    const struct dsm_act_trust *trusts[] = {&r->trust, &r->push_trust, &r->xpush_trust, &r->upgrade_trust};
+    for (unsigned i = 0; i < sizeof trusts / sizeof trusts[0]; i++)
+        h = mix(h, (uint8_t)trusts[i]->credit | (uint64_t)trusts[i]->skip << 8);
+    h = mix(h, r->pushed | (uint64_t)r->push_xskip << 8);
     h = mix(h, r->push_writes | (uint64_t)r->push_writes_then << 16 | (uint64_t)r->push_after << 32);
-    h = mix(h, r->up_reads | (uint64_t)r->up_after << 16 | (uint64_t)r->up_steady << 32 | (uint64_t)r->up_state << 40 |
-                   (uint64_t)(uint8_t)r->upgrade_trust.credit << 48 | (uint64_t)r->upgrade_trust.skip << 56);
+    h = mix(h, r->up_reads | (uint64_t)r->up_after << 16 | (uint64_t)r->up_steady << 32 | (uint64_t)r->up_state << 40);
     h = mix(h, r->up_to | (uint64_t)r->up_from << 32);
     h = mix(h, r->up_held);
     uint64_t dir[SIM_MAX_NODES] = {0};

@@ -1381,6 +1381,33 @@ static void act_throttle(void)
     sim_fini(&s);
 }
 
+/* The rank's record is of the actions its regions' own records did not
+ * decide: confirmations on a region with credit do not lift a suspended
+ * rank (Barnes-Hut's pushes: each such lift let pushes to regions without
+ * credit go on), and an always-wasted action backs off up to 2048 chances
+ * between retries (Barnes-Hut --fine's dsi retried every 128 of its 36k
+ * chances, each retry wasted). */
+static void act_throttle_rank(void)
+{
+    struct sim s;
+    sim_act = DSM_ACT_BIT(DSM_ACT_RMW);
+    sim_init(&s, 2, 2, 0);
+    struct dsm_region *good = sim_region(&s, 0, 0);
+    CHECK(xread_chances(&s, good, 8, 1) == 8 && good->trust.credit == 8, "throttle: a good region did not build credit");
+    unsigned wasted = 0;
+    for (unsigned k = 0; k < 8; k++) /* new regions, each wasted once: the rank is suspended */
+        wasted += xread_chances(&s, dsm_create(&s.nodes[0], SIM_DATA), 1, 0);
+    CHECK(s.nodes[0].act_trust[0].credit <= -2, "throttle: %u wasted new regions did not suspend the rank", wasted);
+    CHECK(xread_chances(&s, good, 20, 1) == 20, "throttle: a region with credit stopped for its rank's record");
+    CHECK(s.nodes[0].act_trust[0].credit <= -2 && xread_chances(&s, dsm_create(&s.nodes[0], SIM_DATA), 1, 0) == 0,
+          "throttle: confirmations on a region with credit lifted the suspended rank (credit %d)",
+          s.nodes[0].act_trust[0].credit);
+    struct dsm_region *bad = dsm_create(&s.nodes[0], SIM_DATA);
+    unsigned n = xread_chances(&s, bad, 8000, 0);
+    CHECK(n <= 14, "throttle: an always-wasted region fired %u times in 8000 chances (back-off up to 2048)", n);
+    sim_fini(&s);
+}
+
 /* A suspended action's retry is spent when it fires: with its outcome not
  * known yet (a push's comes at the next write), the next retry still
  * waits its chances, instead of every chance until then firing. */
@@ -1737,6 +1764,7 @@ static void act_upgrade_timing(void)
 static void actions(void)
 {
     act_throttle();
+    act_throttle_rank();
     act_untried_cap();
     act_retry_late();
     act_dsi_steady();
@@ -1758,7 +1786,7 @@ static void actions(void)
     act_upgrade_early();
     act_upgrade_timing();
     sim_act = 0;
-    printf("actions: the throttle, the cap on untried actions, a late retry, dsi's steady count, its uses across an "
+    printf("actions: the throttle (and the rank's record of undecided regions, the long back-off), the cap on untried actions, a late retry, dsi's steady count, its uses across an "
            "upgrade, rmw, its misprediction, migratory, dsi (confirmed and wasted), what the predictor hears, push "
            "(read, crossed by its reader's request, its timing) and xpush (read and written, what each side hears, "
            "crossed by its reader's request and by a recall, its outcomes' weights, skip and cap) and the upgrade ahead (taken "
