@@ -72,8 +72,9 @@ static void trust_retried(struct dsm_act_trust *t)
  * any was judged; Water --untuned at 4 ranks pushed 160-190 copies, none
  * read, before the first push was judged at its home's next write).  Only
  * dsi, the pushes and the upgrade ahead need it: a waste of any costs
- * three times what a confirmation saves, while an exclusive read's costs what it saves, so an
- * untried batch of those can lose no more than it can win.  Each outcome
+ * three times what a confirmation saves, while an exclusive read's costs
+ * what it saves, so an untried batch of those can lose no more than it
+ * can win.  Each outcome
  * frees a place.  A dsi outcome comes only when the rank is granted the
  * region again, which may be never, so after UNTRIED_EPOCH chances
  * declined by the cap with no news (no outcome, no firing) the outstanding
@@ -300,7 +301,8 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
     }
     if (flush && (r->act & DSM_RACT_DSI_FLUSHED))
         aux |= DSM_ACT_BIT(DSM_ACT_DSI);
-    if (r->pushed & (DSM_PUSHED_UNREAD | DSM_PUSHED_UNWRITTEN)) { /* pushed and never read (exclusive: or never written): wasted */
+    /* pushed and never read (exclusive: or never written): wasted */
+    if (r->pushed & (DSM_PUSHED_UNREAD | DSM_PUSHED_UNWRITTEN)) {
         node->stats.act_wasted[r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_XPUSH : DSM_ACT_PUSH]++;
         aux |= (r->pushed & DSM_PUSHED_UNREAD ? DSM_ACT_BIT(DSM_ACT_PUSH) : 0) |
                (r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_BIT(DSM_ACT_XPUSH) : 0);
@@ -362,12 +364,14 @@ void dsm_act_push_used(struct dsm_node *node, struct dsm_region *r, int write)
 {
     if ((r->pushed & DSM_PUSHED_UNREAD) && !(r->pushed & DSM_PUSHED_UNWRITTEN))
         node->stats.act_confirmed[DSM_ACT_PUSH]++;
-    r->pushed &= (uint8_t)~DSM_PUSHED_UNREAD; /* an exclusive push read: the write its home predicted is still to come */
+    /* an exclusive push read: the write its home predicted is still to come */
+    r->pushed &= (uint8_t)~DSM_PUSHED_UNREAD;
     if (!write || !(r->pushed & (DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED)))
         return;
     /* the upgrade it predicted would have been sent now */
     node->stats.act_confirmed[r->pushed & DSM_PUSHED_UNWRITTEN ? DSM_ACT_XPUSH : DSM_ACT_UPGRADE]++;
-    if ((r->pushed & DSM_PUSHED_UNWRITTEN) && node->assume) /* and acknowledged: the remote's half of what the predictor hears */
+    /* and acknowledged: the remote's half of what the predictor hears */
+    if ((r->pushed & DSM_PUSHED_UNWRITTEN) && node->assume)
         node->assume(node, r->rid, 0, DSM_RID_HOME(r->rid), COSMOS_UPGRADE_RESP);
     r->pushed &= (uint8_t)~(DSM_PUSHED_UNWRITTEN | DSM_PUSHED_UPGRADED);
 }

@@ -638,7 +638,8 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
     case DSM_MSG_SHARED_REQ:
     case DSM_MSG_EXCLUSIVE_REQ:
     case DSM_MSG_MODIFY_REQ:
-        if (m->type == DSM_MSG_MODIFY_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE)) && home_upgrade_asked(node, r, m))
+        if (m->type == DSM_MSG_MODIFY_REQ && (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE)) &&
+            home_upgrade_asked(node, r, m))
             return;
         if (r->act & DSM_RACT_DSI_PENDING)
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
