@@ -869,7 +869,7 @@ static void remote_pushed(struct dsm_node *node, struct dsm_region *r, const str
      * the pushed copy overtook it and was flushed, the home's entry went, and
      * it granted again (D14) */
     refuse_push(node, r, m->src, m->rid, m->version, x ? DSM_ACT_XPUSH : DSM_ACT_PUSH);
-    if (r && r->up_held)
+    if (r && r->up_held && m->version == r->up_from) /* the copy it was held for */
         held_upgrade(node, r, 0);
 }
 
