@@ -119,6 +119,10 @@ static void computing(void)
 static void *lane_sender(void *arg)
 {
     (void)arg;
+    /* named before its first call: the rank records a thread's name when
+     * it first meets it (the creator naming it raced with that, and lost
+     * under ASan once) */
+    pthread_setname_np(pthread_self(), "lane-sender");
     for (;;) /* until the lane is full: then the send waits for room for ever */
         CHECK_RC(shoal_am_request_short(1, H_GO, 0, 0, NULL), SHOAL_OK);
     return NULL;
@@ -130,7 +134,6 @@ static void lane_full(int me)
         computing();
     pthread_t th;
     CHECK(pthread_create(&th, NULL, lane_sender, NULL) == 0, "pthread_create");
-    pthread_setname_np(th, "lane-sender");
     shoal_wait_until(&go, 1);
 }
 
