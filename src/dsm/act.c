@@ -311,9 +311,11 @@ uint32_t dsm_act_copy_leaves(struct dsm_node *node, struct dsm_region *r, int fl
         node->stats.act_wasted[DSM_ACT_UPGRADE]++;
         aux |= DSM_ACT_BIT(DSM_ACT_UPGRADE);
     }
+    /* the crossed mark stays until the next grant: after a release the
+     * copy's end may overtake the release (D7), and must say so too (D14) */
     if (r->pushed & DSM_PUSHED_CROSSED)
         aux |= DSM_AUX_CROSSED;
-    r->pushed = 0;
+    r->pushed &= DSM_PUSHED_CROSSED;
     return aux;
 }
 
@@ -396,7 +398,7 @@ void dsm_act_push_judged(struct dsm_node *node, struct dsm_region *r, struct dsm
     int unread = m && (m->aux & DSM_ACT_BIT(DSM_ACT_PUSH)), x = e->pushed == DSM_PUSH_EXCLUSIVE;
     /* read but never written: the upgrade was mispredicted, not the read */
     int unwritten = !unread && x && m && (m->aux & DSM_ACT_BIT(DSM_ACT_XPUSH));
-    e->pushed &= (uint8_t)~(DSM_PUSH_SHARED | DSM_PUSH_EXCLUSIVE);
+    e->pushed = 0;
     judged(node, r, x ? SIDE_XPUSH : SIDE_PUSH, unread ? WASTE_PUSH : unwritten ? WASTE_XREAD : 0);
     /* an exclusive copy is recalled by the home's reads too: that says
      * nothing of the write after which readers read */
@@ -519,12 +521,11 @@ void dsm_act_upgrade_taken(struct dsm_node *node, struct dsm_region *r, uint32_t
     r->pushed |= crossed ? DSM_PUSHED_CROSSED : DSM_PUSHED_UPGRADED;
 }
 
-void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m)
+void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
     int waste = !m || (m->aux & DSM_AUX_CROSSED)             ? WASTE_XREAD
               : (m->aux & DSM_ACT_BIT(DSM_ACT_UPGRADE)) ? WASTE_UPGRADE
                                                              : 0;
-    e->pushed &= (uint8_t)~DSM_PUSH_UPGRADE;
     judged(node, r, SIDE_UPGRADE, waste);
     if (waste == WASTE_UPGRADE) /* too early: the count is not trusted until two real requests agree */
         r->up_steady = 0;

@@ -92,9 +92,9 @@ int dsm_act_upgrade(struct dsm_node *node, struct dsm_region *r, uint32_t who);
  * copy's own upgrade request, already sent); aux is its. */
 void dsm_act_upgrade_taken(struct dsm_node *node, struct dsm_region *r, uint32_t aux, int crossed);
 
-/* Home: entry e's upgrade ahead is judged by m (the copy's ack, flush or
+/* Home: r's upgrade ahead is judged by m (the copy's ack, flush or
  * release: its tags say unwritten or crossed), or by the crossing request
  * (m NULL). */
-void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, struct dsm_ptr *e, const struct dsm_msg *m);
+void dsm_act_upgrade_judged(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m);
 
 #endif

@@ -316,7 +316,7 @@ static void dir_set(struct dsm_node *node, struct dsm_region *r, uint32_t who, u
         }
         e = &r->dir[r->ndir++];
         e->node = who;
-    } else if (e->pushed & DSM_PUSH_COPY) /* an upgrade of a pushed copy: it was used */
+    } else if (e->pushed) /* an upgrade of a pushed copy: it was used */
         dsm_act_push_judged(node, r, e, NULL);
     e->version = version;
     e->pushed = 0;
@@ -398,7 +398,7 @@ static int home_try_request(struct dsm_node *node, struct dsm_region *r, enum ds
 {
     struct dsm_ptr *e = dir_find(r, src);
     if (e && !(type == DSM_MSG_MODIFY_REQ && r->state == DSM_HOME_SHARED &&
-               (!(e->pushed & DSM_PUSH_COPY) || e->version == version)))
+               (!e->pushed || e->version == version)))
         return 0;
     int shared = type == DSM_MSG_SHARED_REQ;
     switch (r->state) {
@@ -484,9 +484,11 @@ static void home_push(struct dsm_node *node, struct dsm_region *r)
  * home's read, the sole sharer's upgrade goes unasked when the home
  * predicts it next.  At the home it is the MsgModifyAck that sharer's
  * MsgModifyReq would get at once: HomeShared, the sharer the only entry,
- * nothing queued.  Its entry keeps a push's mark (judged apart) and the
- * region remembers the version it upgraded, which names the sharer's own
- * request if one crossed it (home_upgrade_asked); one at a time. */
+ * nothing queued.  Its entry takes the new version (a push's mark stays,
+ * judged apart); the region remembers the sharer and the version it
+ * upgraded, which names the sharer's own request if one crossed it
+ * (home_upgrade_asked), until the copy's own word judges it; one at a
+ * time. */
 static void home_upgrade(struct dsm_node *node, struct dsm_region *r)
 {
     dsm_act_upgrade_read(r);
@@ -499,7 +501,6 @@ static void home_upgrade(struct dsm_node *node, struct dsm_region *r)
     r->up_to = e->node;
     r->up_from = e->version;
     e->version = r->version++;
-    e->pushed |= DSM_PUSH_UPGRADE;
     struct dsm_msg m = {.type = DSM_MSG_MODIFY_ACK, .src = node->rank, .dst = e->node, .rid = r->rid,
                         .version = e->version, .aux = DSM_ACT_BIT(DSM_ACT_UPGRADE), .from = r->up_from};
     send_msg(node, &m);
@@ -513,18 +514,14 @@ static void home_upgrade(struct dsm_node *node, struct dsm_region *r)
  * copy, the timing learns how many reads the home had done (0). */
 static int home_upgrade_asked(struct dsm_node *node, struct dsm_region *r, const struct dsm_msg *m)
 {
-    struct dsm_ptr *e = dir_find(r, m->src);
     if (r->up_state != DSM_UP_NONE && r->up_to == m->src && m->version == r->up_from) {
-        if (r->up_state == DSM_UP_OUT && !e) { /* the entry goes only with the copy's own word */
-            protocol_error(node, r, m);
-            return 1;
-        }
         if (r->up_state == DSM_UP_OUT)
-            dsm_act_upgrade_judged(node, r, e, NULL);
+            dsm_act_upgrade_judged(node, r, NULL);
         r->up_state = DSM_UP_NONE;
         node->stats.stale++;
         return 1;
     }
+    struct dsm_ptr *e = dir_find(r, m->src);
     if (e && e->version == m->version && r->ndir == 1 &&
         (r->state == DSM_HOME_SHARED || r->state == DSM_HOME_SHARED_RIP))
         dsm_act_upgrade_asked(r, r->state == DSM_HOME_SHARED_RIP);
@@ -591,11 +588,11 @@ static void home_ack(struct dsm_node *node, struct dsm_region *r, const struct d
     }
     if (m->aux || (r->act & DSM_RACT_XREAD_OUT))
         dsm_act_home_note(node, r, m);
-    if (r->up_state == DSM_UP_OUT && r->up_to == m->src) /* the copy upgraded ahead speaks: did it cross? */
+    if (r->up_state == DSM_UP_OUT && r->up_to == m->src) { /* the copy upgraded ahead speaks: did it cross? */
+        dsm_act_upgrade_judged(node, r, m);
         r->up_state = m->aux & DSM_AUX_CROSSED ? DSM_UP_STALE : DSM_UP_NONE;
-    if (e->pushed & DSM_PUSH_UPGRADE)
-        dsm_act_upgrade_judged(node, r, e, m);
-    if (e->pushed & DSM_PUSH_COPY)
+    }
+    if (e->pushed)
         dsm_act_push_judged(node, r, e, m);
     int iip = r->state == DSM_HOME_IIP || r->state == DSM_HOME_IIP_SPECIAL;
     switch (m->type) {
@@ -645,7 +642,7 @@ static void home_message(struct dsm_node *node, struct dsm_region *r, const stru
             dsm_act_judge(node, r, m->src, m->type != DSM_MSG_SHARED_REQ);
         if (m->type == DSM_MSG_SHARED_REQ && (node->act & DSM_ACT_PUSHES)) {
             struct dsm_ptr *e = dir_find(r, m->src);
-            if (!e || !(e->pushed & DSM_PUSH_COPY)) /* not one that crossed a push */
+            if (!e || !e->pushed) /* not one that crossed a push */
                 dsm_act_push_read_req(r);
         }
         /* Origin's read-modify-write: an idle block goes exclusive to a reader predicted to upgrade */
@@ -754,11 +751,8 @@ static void remote_invalidate(struct dsm_node *node, struct dsm_region *r, const
             r->rcvd_inv = 1;
             return;
         }
-        uint8_t crossed = r->pushed & DSM_PUSHED_CROSSED;
         emit_aux(node, r, DSM_MSG_RELEASE, DSM_RID_HOME(r->rid), r->version, 1, 0,
                  r->act || r->pushed ? dsm_act_copy_leaves(node, r, 0) : 0); /* §A.10 */
-        /* the copy's end may overtake this release (D7): it must say so too (D14) */
-        r->pushed |= crossed;
         r->released = 1;
         r->state = DSM_REMOTE_SHARED_RIP;
         return;
@@ -1350,7 +1344,8 @@ void dsm_end_write(struct dsm_node *node, struct dsm_region *r)
     case DSM_HOME_EXCLUSIVE_WIP:
         r->state = DSM_HOME_EXCLUSIVE;
         home_retry(node, r);
-        dsm_act_upgrade_wrote(r);
+        if (node->act & DSM_ACT_BIT(DSM_ACT_UPGRADE))
+            dsm_act_upgrade_wrote(r);
         if (node->act & DSM_ACT_PUSHES) {
             dsm_act_push_wrote(r);
             home_push(node, r);

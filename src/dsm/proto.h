@@ -253,10 +253,8 @@ enum dsm_act_kind {
  * dsi's, push's, xpush's and the upgrade ahead's. */
 #define DSM_ACT_SIDES 5
 
-/* dsm_ptr.pushed at a home: how the entry's copy was pushed (shared or
- * exclusive), and whether it was then upgraded ahead (DSM_ACT_UPGRADE). */
-enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2, DSM_PUSH_UPGRADE = 4 };
-#define DSM_PUSH_COPY (DSM_PUSH_SHARED | DSM_PUSH_EXCLUSIVE) /* the entry's copy itself was pushed */
+/* dsm_ptr.pushed at a home: how the entry's copy was pushed. */
+enum { DSM_PUSH_SHARED = 1, DSM_PUSH_EXCLUSIVE = 2 };
 /* dsm_region.pushed at a remote: what a pushed copy has not had yet; a copy
  * upgraded ahead and not written yet; one whose own upgrade request crossed
  * the upgrade ahead, which took it as its answer (its next message to the
@@ -265,7 +263,8 @@ enum { DSM_PUSHED_UNREAD = 1, DSM_PUSHED_UNWRITTEN = 2, DSM_PUSHED_UPGRADED = 4,
 /* In the aux word of a remote's ack, flush or release, beside the action
  * bits: the copy's upgrade request crossed its upgrade ahead (D14). */
 #define DSM_AUX_CROSSED (1u << 16)
-/* dsm_region.up_state at a home: the upgrade ahead out to up_to, whose
+/* dsm_region.up_state at a home: the upgrade ahead out to up_to and not
+ * judged yet (up_to's entry is the copy it upgraded, at its version), whose
  * crossing request (naming up_from) may still come; or the remote said its
  * request crossed and that request is still to come. */
 enum { DSM_UP_NONE, DSM_UP_OUT, DSM_UP_STALE };

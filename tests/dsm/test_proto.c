@@ -1553,8 +1553,8 @@ static void upgrade_after_read(struct sim *s)
     CHECK(i >= 0 && s->flight[i].m.aux == DSM_ACT_BIT(DSM_ACT_UPGRADE) && s->flight[i].m.from == 1 &&
               s->nodes[0].stats.act_taken[DSM_ACT_UPGRADE] == 1,
           "upgrade: no tagged upgrade ahead of version 1 at the home's read's end");
-    CHECK(h->state == DSM_HOME_INVALID && h->ndir == 1 && h->dir[0].pushed == DSM_PUSH_UPGRADE &&
-              h->up_state == DSM_UP_OUT && h->up_from == 1,
+    CHECK(h->state == DSM_HOME_INVALID && h->ndir == 1 && h->dir[0].node == 1 && h->dir[0].version == 2 &&
+              h->up_state == DSM_UP_OUT && h->up_to == 1 && h->up_from == 1,
           "upgrade: the home is in state %u (entries %u, up_state %u), not HomeInvalid with node 1's upgrade ahead",
           h->state, h->ndir, h->up_state);
 }
