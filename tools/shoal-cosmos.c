@@ -43,7 +43,7 @@ struct row {
     struct cosmos_cfg cfg;
     uint64_t warmup, until;
     uint64_t hits[SIDES], msgs[SIDES];
-    uint64_t mhr, pht, pool_failed;
+    uint64_t blocks, mhr, pht, pool_failed; /* blocks: <rank, side, block> referenced */
     size_t bytes;
 };
 
@@ -276,6 +276,39 @@ static void replay_rank(const struct rank_trace *t, struct cosmos_pred *p[SIDES]
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The blocks one rank's replay referenced at each side, whatever the key:
+ * with the sender in the index a block has several MHRs, and the memory
+ * per block counts them all. */
+static uint64_t distinct_blocks(const struct rank_trace *t, uint64_t until)
+{
+    uint64_t *ids[SIDES], n[SIDES] = {0}, iteration = 0, distinct = 0;
+    for (int s = 0; s < SIDES; s++)
+        ids[s] = xrealloc(NULL, (t->n ? t->n : 1) * sizeof(uint64_t));
+    for (size_t i = 0; i < t->n; i++) {
+        const struct cosmos_rec *c = &t->recs[i];
+        if (c->role == COSMOS_ROLE_MARKER) {
+            iteration += c->type == COSMOS_MARK_BARRIER;
+            if (until && iteration >= until)
+                break;
+            continue;
+        }
+        ids[c->role][n[c->role]++] = c->block;
+    }
+    for (int s = 0; s < SIDES; s++) {
+        qsort(ids[s], n[s], sizeof(uint64_t), cmp_u64);
+        for (uint64_t i = 0; i < n[s]; i++)
+            distinct += !i || ids[s][i] != ids[s][i - 1];
+        free(ids[s]);
+    }
+    return distinct;
+}
+
 static void replay(const struct job *j, const struct opts *o, const struct cosmos_cfg *cfg, struct row *row,
                    struct detail *det)
 {
@@ -293,6 +326,7 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
             }
         }
         replay_rank(&j->ranks[r], p, row, det);
+        row->blocks += distinct_blocks(&j->ranks[r], row->until);
         for (int s = 0; s < SIDES; s++) {
             struct cosmos_counts c;
             cosmos_counts(p[s], &c);
@@ -317,6 +351,11 @@ static double row_ratio(const struct row *r)
     return r->mhr ? (double)r->pht / (double)r->mhr : 0.0;
 }
 
+static double row_overhead(const struct row *r)
+{
+    return cosmos_overhead_pct(r->cfg.depth, r->blocks, r->mhr, r->pht);
+}
+
 static void json_side(const char *key, uint64_t hits, uint64_t msgs)
 {
     if (msgs)
@@ -336,11 +375,10 @@ static void json_row(const struct job *j, const struct row *r, int *first)
     json_side("home", r->hits[1], r->msgs[1]);
     json_side("overall", r->hits[0] + r->hits[1], msgs);
     printf(", \"messages\": %" PRIu64 ", \"cache_messages\": %" PRIu64 ", \"home_messages\": %" PRIu64
-           ", \"mhr_entries\": %" PRIu64 ", \"pht_entries\": %" PRIu64 ", \"ratio\": %.4f"
+           ", \"blocks\": %" PRIu64 ", \"mhr_entries\": %" PRIu64 ", \"pht_entries\": %" PRIu64 ", \"ratio\": %.4f"
            ", \"overhead_pct\": %.4f, \"bytes\": %zu, \"warmup\": %" PRIu64 ", \"until\": %" PRIu64
            ", \"pool\": %zu, \"pool_failed\": %" PRIu64 "}",
-           msgs, r->msgs[0], r->msgs[1], r->mhr, r->pht, row_ratio(r),
-           cosmos_thesis_overhead_pct(r->cfg.depth, row_ratio(r)), r->bytes, r->warmup, r->until,
+           msgs, r->msgs[0], r->msgs[1], r->blocks, r->mhr, r->pht, row_ratio(r), row_overhead(r), r->bytes, r->warmup, r->until,
            r->cfg.pool_entries, r->pool_failed);
     *first = 0;
 }
@@ -359,15 +397,14 @@ static void print_rates(const struct row *r)
 
 static void print_memory_header(void)
 {
-    printf("%5s %10s %10s %7s %8s %12s %10s\n", "depth", "MHR", "PHT", "Ratio", "Ovhd %", "bytes", "bytes/MHR");
+    printf("%5s %10s %10s %10s %7s %8s %12s %10s\n", "depth", "blocks", "MHR", "PHT", "Ratio", "Ovhd %", "bytes",
+           "bytes/MHR");
 }
 
 static void print_memory(const struct row *r)
 {
-    double ratio = row_ratio(r);
-    printf("%5u %10" PRIu64 " %10" PRIu64 " %7.2f %8.1f %12zu %10.0f\n", r->cfg.depth, r->mhr, r->pht, ratio,
-           cosmos_thesis_overhead_pct(r->cfg.depth, ratio), r->bytes,
-           r->mhr ? (double)r->bytes / (double)r->mhr : 0.0);
+    printf("%5u %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %7.2f %8.1f %12zu %10.0f\n", r->cfg.depth, r->blocks, r->mhr,
+           r->pht, row_ratio(r), row_overhead(r), r->bytes, r->mhr ? (double)r->bytes / (double)r->mhr : 0.0);
 }
 
 /* Table 6.6: the most referenced <previous type, type> transitions. */
@@ -542,12 +579,13 @@ static void report_all(const struct job *j, const struct opts *o, int *first)
     for (int d = 0; d < COSMOS_DEPTH_MAX; d++)
         print_memory(&base[d]);
     printf("\nTable 6.8: the sender in the index (Base = O of Table 6.4, +P = change in points; "
-           "C and D with the sender)\n%5s %7s %7s %7s %7s\n", "depth", "Base", "+P", "C %", "D %");
+           "C and D with the sender; Ovhd per block, every sender's MHR counted)\n%5s %7s %7s %7s %7s %8s\n", "depth",
+           "Base", "+P", "C %", "D %", "Ovhd %");
     for (int d = 0; d < COSMOS_DEPTH_MAX; d++) {
         double b = pct(base[d].hits[0] + base[d].hits[1], base[d].msgs[0] + base[d].msgs[1]);
         double p = pct(pi[d].hits[0] + pi[d].hits[1], pi[d].msgs[0] + pi[d].msgs[1]);
-        printf("%5d %7.1f %+7.1f %7.1f %7.1f\n", d + 1, b, p - b, pct(pi[d].hits[0], pi[d].msgs[0]),
-               pct(pi[d].hits[1], pi[d].msgs[1]));
+        printf("%5d %7.1f %+7.1f %7.1f %7.1f %8.1f\n", d + 1, b, p - b, pct(pi[d].hits[0], pi[d].msgs[0]),
+               pct(pi[d].hits[1], pi[d].msgs[1]), row_overhead(&pi[d]));
     }
     struct cosmos_cfg d1 = cfg_of(1, 0, 0);
     print_details(j, o, &d1, "depth 1, no filter");

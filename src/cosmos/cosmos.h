@@ -153,12 +153,18 @@ void cosmos_counts(const struct cosmos_pred *p, struct cosmos_counts *c);
  * the loaded embedded states. */
 size_t cosmos_mem_bytes(const struct cosmos_pred *p);
 
-/* The thesis's Table 6.7 overhead per 128-byte block, in percent, of a
- * predictor with `ratio` PHT entries per MHR entry and 2-byte tuples:
- * an MHR is depth tuples, a PHT entry depth + 1 (its index and prediction). */
-static inline double cosmos_thesis_overhead_pct(unsigned depth, double ratio)
+/* The thesis's Table 6.7 overhead per 128-byte block, in percent, with
+ * 2-byte tuples: `mhr` histories of depth tuples and `pht` PHT entries of
+ * depth + 1 (its index and prediction) over `blocks` blocks.  Without the
+ * sender in the index a block has one history (mhr == blocks) and this is
+ * the thesis's 2 (depth + Ratio (depth + 1)) / 128 with Ratio = pht / mhr;
+ * with it a block has a history per sender, all of which count. */
+static inline double cosmos_overhead_pct(unsigned depth, uint64_t blocks, uint64_t mhr, uint64_t pht)
 {
-    return COSMOS_TUPLE_BYTES * (depth + ratio * (depth + 1)) * 100.0 / COSMOS_BLOCK_BYTES;
+    if (!blocks)
+        return 0.0;
+    return COSMOS_TUPLE_BYTES * ((double)depth * (double)mhr + (double)(depth + 1) * (double)pht) * 100.0 /
+           (COSMOS_BLOCK_BYTES * (double)blocks);
 }
 
 #endif

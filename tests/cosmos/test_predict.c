@@ -456,14 +456,18 @@ static void test_bad_input(void)
 }
 
 /* The Table 6.7 formula against the thesis's own numbers (seed §7.9):
- * appbt depth 1, ratio 1.2: 2 (1 + 1.2 x 2) / 128 = 5.3125 % (reported
+ * appbt depth 1, ratio 1.2 (10 blocks, 12 entries): 2 (1 + 1.2 x 2) / 128 = 5.3125 % (reported
  * 5.4 %); barnes depth 3, ratio 9.3: 2 (3 + 9.3 x 4) / 128 = 62.8125 %.
  * And the real bytes: the tables grow, by doubling, only as keys and pool
  * entries are added. */
 static void test_memory(void)
 {
-    CHECK(fabs(cosmos_thesis_overhead_pct(1, 1.2) - 5.3125) < 1e-9, "appbt formula");
-    CHECK(fabs(cosmos_thesis_overhead_pct(3, 9.3) - 62.8125) < 1e-9, "barnes formula");
+    CHECK(fabs(cosmos_overhead_pct(1, 10, 10, 12) - 5.3125) < 1e-9, "appbt formula");
+    CHECK(fabs(cosmos_overhead_pct(3, 10, 10, 93) - 62.8125) < 1e-9, "barnes formula");
+    /* with the sender in the index: 2 blocks, 5 <block, sender> histories
+     * and 7 entries at depth 2, 2 (2 x 5 + 3 x 7) / (128 x 2) */
+    CHECK(fabs(cosmos_overhead_pct(2, 2, 5, 7) - 24.21875) < 1e-9, "per-block formula");
+    CHECK(cosmos_overhead_pct(2, 0, 0, 0) == 0.0, "no blocks");
     struct cosmos_pred *p = make(1, 0, 0, 0);
     size_t empty = cosmos_mem_bytes(p);
     for (uint64_t b = 0; b < 1000; b++)

@@ -104,7 +104,9 @@ static char *subdir(const char *name)
  * each: D 394/400, C as before, O 788/800.  No misses anywhere, so the
  * filters change nothing.  Memory at depth 1: 3 MHRs (block 1 at each
  * rank's one busy side), 4 + 2 + 2 PHT entries: ratio 8/3, overhead
- * 2 (1 + 2 x 8/3) / 128 = 9.8958 %. */
+ * 2 (1 + 2 x 8/3) / 128 = 9.8958 %.  With the sender: the home's block has
+ * an MHR per sender, 4 in all over the 3 blocks, the same 8 entries:
+ * 2 (1 x 4 + 2 x 8) / (128 x 3) = 10.4167 % per block. */
 static void test_tables(void)
 {
     char *dir = subdir("pc"), *out, *err, args[1200];
@@ -124,7 +126,8 @@ static void test_tables(void)
         "\"overall\": 0.986250, \"messages\": 800",
         "\"depth\": 1, \"filter\": 0, \"sender_index\": true, \"cache\": 0.985000, \"home\": 0.985000, "
         "\"overall\": 0.985000, \"messages\": 800",
-        "\"mhr_entries\": 3, \"pht_entries\": 8, \"ratio\": 2.6667, \"overhead_pct\": 9.8958",
+        "\"blocks\": 3, \"mhr_entries\": 3, \"pht_entries\": 8, \"ratio\": 2.6667, \"overhead_pct\": 9.8958",
+        "\"blocks\": 3, \"mhr_entries\": 4, \"pht_entries\": 8, \"ratio\": 2.0000, \"overhead_pct\": 10.4167",
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         expect_in(out, rows[i], "json");
