@@ -309,6 +309,11 @@ static void test_siphash(void)
                   "wire_mac over %zu payload bytes, header only %d", lens[l], only);
         }
     }
+#if defined(__x86_64__)
+    /* a vector header loop that disagreed with the scalar one would have
+     * switched itself off, and the tags above would not show it */
+    CHECK(wire_nh_vector() == !!__builtin_cpu_supports("avx2"), "NH on AVX2: %d", wire_nh_vector());
+#endif
     /* two payloads of one length that differ in one bit */
     uint64_t a = wire_mac(buf, 1408, k);
     buf[H + 700] ^= 4;
