@@ -2,6 +2,7 @@
 #include "net/eth.h"
 #include "net/sock.h"
 #include "net/wire.h"
+#include "util/stages.h"
 #include "util/util.h"
 #include "shoal.h"
 
@@ -224,6 +225,7 @@ unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsi
         if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
             break;
         const unsigned char *pkt = (const unsigned char *)h + h->tp_net;
+        UTIL_STAGE(UTIL_STAGE_RECEIVED);
         take(pkt, h->tp_snaplen < h->tp_len ? 0 : wire_packet_bytes(pkt, h->tp_snaplen));
         __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
         r->next = r->next + 1 == r->frames ? 0 : r->next + 1;

@@ -8,6 +8,7 @@
 #include "net/sock.h"
 #include "net/udp.h"
 #include "net/wire.h"
+#include "util/stages.h"
 #include "util/util.h"
 #include "shoal.h"
 
@@ -139,6 +140,7 @@ static void flush_tx(void)
     unsigned n = net.ntx, sent;
     if (!n)
         return;
+    UTIL_STAGE(UTIL_STAGE_FLUSH);
     net.ntx = 0;
     if (net.carrier == CARRIER_ETH) {
         struct eth_frame f[NET_BATCH];
@@ -297,8 +299,10 @@ static void send_prologue(void)
 
 static int net_send(int dest, enum tp_channel ch, const void *head, size_t hlen, const void *body, size_t blen)
 {
+    UTIL_STAGE(UTIL_STAGE_SEND);
     lock();
     send_prologue();
+    UTIL_STAGE(UTIL_STAGE_ENCODE);
     int rc = rel_send2(net.rel[ch], (uint32_t)dest, head, hlen, body, blen, net.now);
     unlock();
     return rc;
@@ -428,6 +432,7 @@ static void engine_input(void *ctx, uint32_t src, const void *pkt, size_t len)
     (void)ctx, (void)src;
     flush_tx(); /* queued packets may point at payloads an ACK here frees */
     enum wire_verdict v = rel_input(net.rel[rel_packet_is_reply(pkt, len)], pkt, len, net.now);
+    UTIL_STAGE(UTIL_STAGE_ACCEPTED);
     if (v != WIRE_OK)
         count_drop(v);
     else
@@ -590,6 +595,7 @@ static unsigned deliver_from(struct rel *r, enum tp_channel ch, unsigned budget)
     struct rel_msg m;
     while (done < budget && rel_recv(r, &m) == SHOAL_OK) {
         struct tp_msg nm = {.peer = m.peer, .channel = ch, .bcast = m.bcast, .data = m.data, .len = m.len};
+        UTIL_STAGE(UTIL_STAGE_HANDLER);
         net.deliver(&nm);
         rel_release(r, net.now);
         done++;

@@ -1,5 +1,6 @@
 /* Datagram sockets shared by the carriers (net/sock.h). */
 #include "net/sock.h"
+#include "util/stages.h"
 #include "util/util.h"
 #include "shoal.h"
 
@@ -61,6 +62,7 @@ void sock_msg(struct mmsghdr *m, struct iovec *iov, const void *buf, size_t len,
  * reading the error cleared it, so the datagram is simply sent again. */
 static int send_run(int fd, struct mmsghdr *m, unsigned n)
 {
+    UTIL_STAGE(UTIL_STAGE_SYSCALL);
     unsigned done = 0;
     while (done < n) {
         const struct msghdr *h = &m[done].msg_hdr;
@@ -162,5 +164,7 @@ int sock_rx_recv(int fd, struct sock_rx *rx, int want_from)
     for (int i = 0; i < got; i++) /* the kernel shrank them to the sources' sizes */
         rx->m[i].msg_hdr.msg_namelen = sizeof rx->from[i];
     rx->batch = rx->n > 1 && got == (int)want;
+    if (got > 0)
+        UTIL_STAGE(UTIL_STAGE_RECEIVED);
     return got;
 }
