@@ -36,6 +36,7 @@ struct job {
     struct rank_trace *ranks; /* indexed by rank */
     uint64_t messages;        /* records that are not markers */
     uint64_t iterations;      /* barrier markers of the rank with the most */
+    uint64_t blocks;          /* <rank, side, block> referenced up to --until */
 };
 
 /* One configuration's results over a whole job. */
@@ -282,29 +283,38 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The blocks one rank's replay referenced at each side, whatever the key:
- * with the sender in the index a block has several MHRs, and the memory
- * per block counts them all. */
-static uint64_t distinct_blocks(const struct rank_trace *t, uint64_t until)
+/* The <rank, side, block> triples a replay up to `until` references,
+ * whatever the key: with the sender in the index a block has several MHRs,
+ * and the memory per block counts them all.  A rank's blocks go into one
+ * array, the remote side's from the front and the home's from the back. */
+static uint64_t distinct_blocks(const struct job *j, uint64_t until)
 {
-    uint64_t *ids[SIDES], n[SIDES] = {0}, iteration = 0, distinct = 0;
-    for (int s = 0; s < SIDES; s++)
-        ids[s] = xrealloc(NULL, (t->n ? t->n : 1) * sizeof(uint64_t));
-    for (size_t i = 0; i < t->n; i++) {
-        const struct cosmos_rec *c = &t->recs[i];
-        if (c->role == COSMOS_ROLE_MARKER) {
-            iteration += c->type == COSMOS_MARK_BARRIER;
-            if (until && iteration >= until)
-                break;
-            continue;
+    uint64_t distinct = 0;
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        const struct rank_trace *t = &j->ranks[r];
+        uint64_t *ids = xrealloc(NULL, (t->n ? t->n : 1) * sizeof(uint64_t)), iteration = 0;
+        size_t front = 0, back = t->n;
+        for (size_t i = 0; i < t->n; i++) {
+            const struct cosmos_rec *c = &t->recs[i];
+            if (c->role == COSMOS_ROLE_MARKER) {
+                iteration += c->type == COSMOS_MARK_BARRIER;
+                if (until && iteration >= until)
+                    break;
+                continue;
+            }
+            if (c->role == COSMOS_ROLE_REMOTE)
+                ids[front++] = c->block;
+            else
+                ids[--back] = c->block;
         }
-        ids[c->role][n[c->role]++] = c->block;
-    }
-    for (int s = 0; s < SIDES; s++) {
-        qsort(ids[s], n[s], sizeof(uint64_t), cmp_u64);
-        for (uint64_t i = 0; i < n[s]; i++)
-            distinct += !i || ids[s][i] != ids[s][i - 1];
-        free(ids[s]);
+        uint64_t *side[SIDES] = {ids, ids + back};
+        size_t n[SIDES] = {front, t->n - back};
+        for (int s = 0; s < SIDES; s++) {
+            qsort(side[s], n[s], sizeof(uint64_t), cmp_u64);
+            for (size_t i = 0; i < n[s]; i++)
+                distinct += !i || side[s][i] != side[s][i - 1];
+        }
+        free(ids);
     }
     return distinct;
 }
@@ -317,6 +327,7 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
     row->cfg.pool_entries = o->pool;
     row->warmup = o->warmup;
     row->until = o->until;
+    row->blocks = j->blocks;
     for (uint32_t r = 0; r < j->nranks; r++) {
         struct cosmos_pred *p[SIDES];
         for (int s = 0; s < SIDES; s++) {
@@ -326,7 +337,6 @@ static void replay(const struct job *j, const struct opts *o, const struct cosmo
             }
         }
         replay_rank(&j->ranks[r], p, row, det);
-        row->blocks += distinct_blocks(&j->ranks[r], row->until);
         for (int s = 0; s < SIDES; s++) {
             struct cosmos_counts c;
             cosmos_counts(p[s], &c);
@@ -669,10 +679,12 @@ int main(int argc, char **argv)
         struct job j;
         if (load_job(dirs[d], &j) != 0) {
             rc = 1;
-        } else if (single) {
-            report_one(&j, &o, &first);
         } else {
-            report_all(&j, &o, &first);
+            j.blocks = distinct_blocks(&j, o.until);
+            if (single)
+                report_one(&j, &o, &first);
+            else
+                report_all(&j, &o, &first);
         }
         free_job(&j);
     }

@@ -11,31 +11,47 @@
 
 /* The datagram calls go to the kernel directly: libc's wrappers make each a
  * thread-cancellation point, which costs two calls around every system call
- * (8 % of a spinning poll's time in user space), and a thread cancelled
- * inside shoal would leave the transport's lock held. */
+ * (8 % of a spinning poll's time in user space), and a poll is no place for
+ * a thread to be cancelled (the transport's lock is held).  The sanitizer
+ * builds keep libc's calls, which the sanitizers intercept to check the
+ * buffers and order the descriptor's uses. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SOCK_LIBC_CALLS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SOCK_LIBC_CALLS 1
+#endif
+#endif
+
+#ifdef SOCK_LIBC_CALLS
+#define SOCK_CALL(name, ...) name(__VA_ARGS__)
+#else
+#define SOCK_CALL(name, ...) syscall(SYS_##name, __VA_ARGS__)
+#endif
+
 static int sys_sendto(int fd, const void *buf, size_t len, const struct sockaddr *to, socklen_t tolen)
 {
-    return (int)syscall(SYS_sendto, fd, buf, len, 0, to, tolen);
+    return (int)SOCK_CALL(sendto, fd, buf, len, 0, to, tolen);
 }
 
 static int sys_sendmsg(int fd, const struct msghdr *h)
 {
-    return (int)syscall(SYS_sendmsg, fd, h, 0);
+    return (int)SOCK_CALL(sendmsg, fd, h, 0);
 }
 
 static int sys_sendmmsg(int fd, struct mmsghdr *m, unsigned n)
 {
-    return (int)syscall(SYS_sendmmsg, fd, m, n, 0);
+    return (int)SOCK_CALL(sendmmsg, fd, m, n, 0);
 }
 
 static ssize_t sys_recvfrom(int fd, void *buf, size_t cap, int flags, struct sockaddr *from, socklen_t *fromlen)
 {
-    return (ssize_t)syscall(SYS_recvfrom, fd, buf, cap, flags, from, fromlen);
+    return (ssize_t)SOCK_CALL(recvfrom, fd, buf, cap, flags, from, fromlen);
 }
 
 static int sys_recvmmsg(int fd, struct mmsghdr *m, unsigned n, int flags)
 {
-    return (int)syscall(SYS_recvmmsg, fd, m, n, flags, NULL);
+    return (int)SOCK_CALL(recvmmsg, fd, m, n, flags, NULL);
 }
 
 void sock_set_buffers(int fd, int bytes)

@@ -108,8 +108,8 @@ struct wire_expect {
 };
 
 uint32_t wire_crc32c(const void *buf, size_t n);
-/* 1 when the tag's NH runs on AVX2 (the processor has it and its sums agreed
- * with the scalar loop's on the last key made), for the tests. */
+/* 1 when the tag's NH runs on AVX2 (the processor has it and its header sums
+ * agreed with the scalar loop's when the library loaded), for the tests. */
 int wire_nh_vector(void);
 
 /* The tag of the packet at buf: SipHash-2-4 of the two 64-bit NH sums

@@ -8,8 +8,11 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-static uint64_t stamp[UTIL_STAGES], sum[UTIL_STAGES], chains;
-static uint64_t first_tsc, first_ns;
+/* per thread: a progress thread's receives must not cut the application's
+ * chains; the thread that exits reports its own */
+#define STAGES_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static STAGES_TLS uint64_t stamp[UTIL_STAGES], sum[UTIL_STAGES], chains;
+static STAGES_TLS uint64_t first_tsc, first_ns;
 
 static uint64_t mono_ns(void)
 {

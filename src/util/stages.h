@@ -5,9 +5,11 @@
  * Compiled in only by `cmake -DSHOAL_STAGES=ON` (a measuring build: each
  * stamp is one rdtsc, 20-40 cycles on a VM, which the figures include);
  * otherwise UTIL_STAGE is empty.  A chain opens when a receive takes a
- * packet and closes at the next one; a chain that reached the send's system
- * call counts, and at exit each process prints the mean cycles between
- * consecutive stages (a stage a chain skipped adds nothing) to stderr. */
+ * packet and closes at the next one (so of a batch of packets only the last
+ * one's chain can count: a ping-pong's batches are single packets); a chain
+ * that reached the send's system call counts, and at exit the exiting
+ * thread (the application's) prints the mean cycles between consecutive
+ * stages of its own chains (a stage a chain skipped adds nothing) to stderr. */
 #ifndef SHOAL_UTIL_STAGES_H
 #define SHOAL_UTIL_STAGES_H
 
