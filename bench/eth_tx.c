@@ -13,6 +13,8 @@
  * prints what arrived.  Frames go to the broadcast address, so no address
  * needs exchanging; each side is one process pinned by the caller if wanted
  * (taskset). */
+#include "common.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_packet.h>
@@ -25,20 +27,12 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define ETX_TYPE 0x88b6 /* not shoal's 0x88b5: a running job never sees these */
 #define ETX_BATCH 64
 #define ETX_FRAME 2048u /* ring slot: the kernel's header and a 1500-byte frame */
 #define ETX_MAX 1500
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(const char *what)
 {
@@ -78,16 +72,16 @@ static void receive(int fd, const struct sockaddr_ll *at)
         m[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[i], .msg_iovlen = 1}};
     }
     long frames = 0;
-    double bytes = 0, first = 0, last = now();
-    while (frames ? now() - last < 0.5 : now() - last < 30) {
+    double bytes = 0, first = 0, last = bench_now();
+    while (frames ? bench_now() - last < 0.5 : bench_now() - last < 30) {
         int n = recvmmsg(fd, m, ETX_BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0)
             continue;
-        first = frames ? first : now();
+        first = frames ? first : bench_now();
         frames += n;
         for (int i = 0; i < n; i++)
             bytes += m[i].msg_len;
-        last = now();
+        last = bench_now();
     }
     printf("recv: %ld frames, %.3f GB/s\n", frames, frames > 1 ? bytes / (last - first) / 1e9 : 0.0);
 }
@@ -171,12 +165,12 @@ int main(int argc, char **argv)
     static unsigned char pay[ETX_MAX];
     memset(pay, 7, sizeof pay);
     usleep(200000); /* the receiver's socket is bound */
-    double t0 = now();
+    double t0 = bench_now();
     if (!strcmp(argv[2], "mmsg"))
         send_mmsg(fd, &to, pay, (size_t)size, total);
     else
         send_ring(fd, &to, pay, (size_t)size, total);
-    double t = now() - t0;
+    double t = bench_now() - t0;
     printf("%s: %ld frames of %ld bytes in %.3f s: %.3f GB/s, %.2f us a frame\n", argv[2], total, size, t,
            (double)total * (double)size / t / 1e9, t / (double)total * 1e6);
     return 0;

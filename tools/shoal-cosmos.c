@@ -246,16 +246,27 @@ static void detail_count(struct detail *det, const struct cosmos_rec *c, unsigne
 }
 
 /* One rank through its two predictors. */
+/* The records of t a replay up to barrier `until` (0: all) takes: those
+ * before the marker of that barrier. */
+static size_t replay_end(const struct rank_trace *t, uint64_t until)
+{
+    uint64_t iteration = 0;
+    for (size_t i = 0; until && i < t->n; i++) {
+        const struct cosmos_rec *c = &t->recs[i];
+        if (c->role == COSMOS_ROLE_MARKER && c->type == COSMOS_MARK_BARRIER && ++iteration >= until)
+            return i;
+    }
+    return t->n;
+}
+
 static void replay_rank(const struct rank_trace *t, struct cosmos_pred *p[SIDES], struct row *row,
                         struct detail *det)
 {
     uint64_t iteration = 0;
-    for (size_t i = 0; i < t->n; i++) {
+    for (size_t i = 0, end = replay_end(t, row->until); i < end; i++) {
         const struct cosmos_rec *c = &t->recs[i];
         if (c->role == COSMOS_ROLE_MARKER) {
             iteration += c->type == COSMOS_MARK_BARRIER;
-            if (row->until && iteration >= row->until)
-                return;
             continue;
         }
         /* The type before this message: asked before cosmos_observe adds it. */
@@ -292,16 +303,12 @@ static uint64_t distinct_blocks(const struct job *j, uint64_t until)
     uint64_t distinct = 0;
     for (uint32_t r = 0; r < j->nranks; r++) {
         const struct rank_trace *t = &j->ranks[r];
-        uint64_t *ids = xrealloc(NULL, (t->n ? t->n : 1) * sizeof(uint64_t)), iteration = 0;
+        uint64_t *ids = xrealloc(NULL, (t->n ? t->n : 1) * sizeof(uint64_t));
         size_t front = 0, back = t->n;
-        for (size_t i = 0; i < t->n; i++) {
+        for (size_t i = 0, end = replay_end(t, until); i < end; i++) {
             const struct cosmos_rec *c = &t->recs[i];
-            if (c->role == COSMOS_ROLE_MARKER) {
-                iteration += c->type == COSMOS_MARK_BARRIER;
-                if (until && iteration >= until)
-                    break;
+            if (c->role == COSMOS_ROLE_MARKER)
                 continue;
-            }
             if (c->role == COSMOS_ROLE_REMOTE)
                 ids[front++] = c->block;
             else

@@ -53,13 +53,15 @@ static int trust_allows(struct dsm_act_trust *t)
     return 0;
 }
 
-/* The action fires: a suspended one's retry is spent, and the next waits
- * as many chances again whenever the retry's outcome comes.  A retry's
+/* A suspended action's wait before its next retry, which doubles with each
+ * wasted retry.  Set when a waste suspends it, and again when it fires: a
+ * suspended one's retry is spent, and the next waits as many chances again
+ * whenever the retry's outcome comes.  A retry's
  * outcome may come a period later (a push is judged at the next write),
  * and until then every chance was a retry: Water --untuned at 4 ranks
  * pushed 190 times with none confirmed (the other ranks' force additions
  * recall the pushed copies before their readers read). */
-static void trust_retried(struct dsm_act_trust *t)
+static void trust_backoff(struct dsm_act_trust *t)
 {
     if (t->credit <= -TRUST_MARGIN)
         t->skip = (uint16_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit));
@@ -123,8 +125,8 @@ static int act_allowed(struct dsm_node *node, struct dsm_region *r, int side)
         return 0;
     if (side != SIDE_HOME && rank->credit <= 0 && !untried_allows(&node->act_untried[side]))
         return 0;
-    trust_retried(t);
-    trust_retried(rank);
+    trust_backoff(t);
+    trust_backoff(rank);
     return 1;
 }
 
@@ -140,9 +142,7 @@ static void trust_wasted(struct dsm_act_trust *t, int weight)
         t->credit = (int8_t)(t->credit - weight > -TRUST_MARGIN ? t->credit - weight : -TRUST_MARGIN);
     else if (t->credit > -TRUST_MARGIN - TRUST_LEVELS) /* a retry wasted: back off further */
         t->credit--;
-    if (t->credit > -TRUST_MARGIN)
-        return;
-    t->skip = (uint16_t)(TRUST_SKIP << (-TRUST_MARGIN - t->credit)); /* the back-off's level */
+    trust_backoff(t);
 }
 
 /* Is <sender, one of the types> the next message predicted for r at this
