@@ -16,12 +16,17 @@ struct eth_endpoint {
 /* The receive ring (PACKET_RX_RING, TPACKET_V2): frames of one size, each
  * holding one packet, that the kernel fills in turn and hands over by its
  * status word; the receiver reads a packet where it lies and hands the
- * frame back, so a receive is no system call and no copy to user space. */
+ * frame back, so a receive is no system call and no copy to user space.
+ * Where the interface's frames are larger than the ring's (spill), the
+ * kernel also queues such a frame whole on the socket (PACKET_COPY_THRESH)
+ * and marks its ring frame, which says to read it from there. */
 struct eth_ring {
     unsigned char *map; /* NULL: no ring, receives use recvmmsg */
     size_t bytes;
     unsigned block_size, per_block, frame_size, frames;
-    unsigned next; /* the next frame to read */
+    unsigned next;      /* the next frame to read */
+    int spill;          /* frames too large for the ring come whole through the socket */
+    uint64_t spill_lost; /* such frames the kernel cut short: no room in the socket buffer */
 };
 
 struct eth_sock {
@@ -41,7 +46,9 @@ struct eth_frame {
 
 extern const struct eth_endpoint eth_broadcast;
 
-/* SHOAL_ETH_RING: 0, auto (where the interface's frames are small enough), 1. */
+/* SHOAL_ETH_RING: 0; auto (the interface's frames whole where they are at
+ * most 16 KiB, else in small frames that larger ones spill from); 1 (every
+ * frame whole, whatever its size). */
 enum eth_ring_mode { ETH_RING_OFF, ETH_RING_AUTO, ETH_RING_ON };
 
 /* Opens the socket on interface `name` (an interface name only: raw frames
@@ -68,10 +75,15 @@ int eth_drop_own(struct eth_sock *s, uint64_t job, uint32_t self);
 int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n);
 struct sock_rx;
 int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from);
+/* As eth_recv_batch, for the n (1 to rx->n) frames the ring spilled. */
+int eth_recv_spilled(struct eth_sock *s, struct sock_rx *rx, unsigned n, size_t *len);
 /* With the ring: calls take(pkt, len) for each of up to max frames that
  * arrived, in order, with the packet where it lies (valid only during the
  * call: the frame goes back to the kernel after it) and len trimmed as
- * eth_recv_batch's (0 if truncated); how many. */
-unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsigned char *pkt, size_t len));
+ * eth_recv_batch's (0 if truncated), and take_spilled(n) for a run of n
+ * (at most `spills`) frames whose whole packets wait in the socket, in
+ * order (read them with eth_recv_spilled); how many frames. */
+unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsigned char *pkt, size_t len),
+                       void (*take_spilled)(unsigned n), unsigned spills);
 
 #endif

@@ -523,6 +523,15 @@ static void take_received(int got, const size_t *len, const size_t *seg)
     net.rx_cur = -1;
 }
 
+/* n frames the receive ring spilled: the next n datagrams in the socket,
+ * read into the receive buffers, which an engine may keep as it keeps a
+ * recvmmsg's. */
+static void take_spilled(unsigned n)
+{
+    size_t len[NET_BATCH];
+    take_received(eth_recv_spilled(&net.eth, &net.rx, n, len), len, NULL);
+}
+
 /* Receives from s until it is empty (at most NET_DRAIN_MAX batches), and
  * says how many packets came.  A rank's broadcasts and unicast packets
  * take turns in its sequence numbers but arrive in two sockets: what one
@@ -548,7 +557,7 @@ static void receive_batch(void)
         /* a packet read in the ring is copied by the engine that keeps it
          * (engine_take refuses it: rx_cur is -1), as its frame goes back at once */
         if (net.eth.ring.map)
-            eth_ring_walk(&net.eth, NET_BATCH, take_packet);
+            eth_ring_walk(&net.eth, NET_BATCH, take_packet, take_spilled, net.rx.n);
         else
             take_received(eth_recv_batch(&net.eth, &net.rx, len, NULL), len, NULL);
         return;
@@ -930,8 +939,10 @@ static int net_init(const struct tp_init *in)
     if (!net.txbuf || pool_init(&net.spare, NET_SPARE, net.rx_cap))
         return SHOAL_ENOMEM;
     /* 64 KiB buffers (loopback's packets, or coalesced runs of up to 44
-     * packets) need no more than 16 per receive: 1 MiB, the window */
-    net.rx.n = net.eth.ring.map ? 0 : net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
+     * packets) need no more than 16 per receive: 1 MiB, the window; a
+     * ring needs them only for the frames it spills */
+    net.rx.n = net.eth.ring.map && !net.eth.ring.spill ? 0
+               : net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
     net.rx_cur = -1;
     net.rx.with_ctl = net.gro; /* the kernel's note of where coalesced datagrams begin */
     for (unsigned i = 0; i < net.rx.n; i++) {

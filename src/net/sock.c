@@ -165,7 +165,11 @@ static int recv_one(int fd, struct sock_rx *rx, int want_from)
 
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from)
 {
-    unsigned want = rx->batch ? rx->n : 1;
+    return sock_rx_recv_n(fd, rx, rx->batch ? rx->n : 1, want_from);
+}
+
+int sock_rx_recv_n(int fd, struct sock_rx *rx, unsigned want, int want_from)
+{
     rx->ctl_read = rx->with_ctl && want > 1;
     for (unsigned i = 0; rx->ctl_read && i < want; i++) /* the last receive shrank them to what it wrote */
         rx->m[i].msg_hdr.msg_controllen = sizeof rx->ctl[i];

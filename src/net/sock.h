@@ -64,5 +64,7 @@ void sock_rx_set(struct sock_rx *rx, unsigned i, void *buf, size_t cap);
  * udp half round trip more than recvfrom (measured 2026-11-27), so a
  * single receive goes without (ctl_read 0). */
 int sock_rx_recv(int fd, struct sock_rx *rx, int want_from);
+/* As sock_rx_recv, asking for exactly want (1 to rx->n) datagrams. */
+int sock_rx_recv_n(int fd, struct sock_rx *rx, unsigned want, int want_from);
 
 #endif

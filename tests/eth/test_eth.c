@@ -1,6 +1,9 @@
 /* The raw Ethernet carrier on "lo": frames of shoal's EtherType reach
  * another socket whole, through recvmmsg and through the receive ring
- * (in order, round after round past the ring's end, waking a poll); a bad interface is SHOAL_ECONFIG; without
+ * (in order, round after round past the ring's end, waking a poll), and
+ * through a ring whose frames are smaller than loopback's, which spills
+ * the larger ones whole in order (and counts those the socket buffer had
+ * no room for); a bad interface is SHOAL_ECONFIG; without
  * CAP_NET_RAW, eth_open says SHOAL_EACCES (what the UDP fallback keys on).
  * Bytes after a packet's own length are cut on receipt.
  * On loopback every socket also receives the frames it sent (they come back
@@ -100,16 +103,13 @@ static void ring_take(const unsigned char *pkt, size_t len)
 
 /* Rounds of N frames from a reach c's ring whole and in order; c's ring has
  * 1024 frames, so the later rounds use the frames the earlier ones gave
- * back.  The first round's first frame wakes a poll of c's socket.
- * Loopback's 64 KiB frames get a ring only when asked for. */
+ * back.  The first round's first frame wakes a poll of c's socket.  Asked
+ * for, the ring holds loopback's 64 KiB frames whole. */
 static void test_ring(struct eth_sock *a)
 {
     struct eth_sock c;
-    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_AUTO), SHOAL_OK);
-    CHECK(!c.ring.map, "a ring of %u frames of %u bytes", c.ring.frames, c.ring.frame_size);
-    eth_close(&c);
     CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_ON), SHOAL_OK);
-    CHECK(c.ring.map && c.ring.frames == 1024, "no ring of 1024 frames (%u)", c.ring.frames);
+    CHECK(c.ring.map && c.ring.frames == 1024 && !c.ring.spill, "no ring of 1024 whole frames (%u)", c.ring.frames);
     static unsigned char out[N][128];
     struct eth_frame tx[N];
     for (int round = 0; round < 24; round++) {
@@ -135,12 +135,123 @@ static void test_ring(struct eth_sock *a)
             TEST_DEADLINE(t0, 10, "the kernel to take the frames");
         }
         while (ring_seen.next < N) {
-            eth_ring_walk(&c, 16, ring_take);
+            eth_ring_walk(&c, 16, ring_take, NULL, 0);
             TEST_DEADLINE(t0, 10, "a round's frames to arrive in the ring");
         }
     }
     eth_close(&c);
     CHECK(c.ring.map == NULL && c.fd == -1, "eth_close left the ring");
+}
+
+/* A spilling ring (loopback's frames are larger than it holds): rounds of
+ * small frames and frames too large for it, alternating, arrive whole and
+ * in order through take and take_spilled. */
+enum { SPILL_N = 40, SPILL_BIG = 60000, SPILL_SMALL = 100 };
+static struct {
+    struct eth_sock *c;
+    struct sock_rx rx;
+    int round, next, spilled;
+    int lossy, skipped; /* large frames may be lost (skipped: how many were) */
+} spill_seen;
+
+static size_t spill_len(int i)
+{
+    return i % 2 ? SPILL_BIG + (size_t)i : SPILL_SMALL + (size_t)i;
+}
+
+static void spill_check(const unsigned char *pkt, size_t len)
+{
+    if (len < 16 || memcmp(pkt, "shoal-eth-spill", 15) != 0 || pkt[15] != spill_seen.round)
+        return;
+    int i = spill_seen.next, at = -1;
+    if (len > 64 + sizeof at)
+        memcpy(&at, pkt + 64, sizeof at);
+    for (; spill_seen.lossy && i % 2 && at > i; i++) /* lost large frames, only */
+        spill_seen.skipped++;
+    spill_seen.next = i;
+    CHECK(i < SPILL_N && len == spill_len(i) && at == i,
+          "round %d: a frame of %zu bytes where frame %d (%zu bytes) was next", spill_seen.round, len, i,
+          spill_len(i < SPILL_N ? i : 0));
+    spill_seen.next++;
+}
+
+static void spill_take(unsigned n)
+{
+    size_t len[16];
+    CHECK(n >= 1 && n <= spill_seen.rx.n, "a run of %u spilled frames for %u buffers", n, spill_seen.rx.n);
+    int got = eth_recv_spilled(spill_seen.c, &spill_seen.rx, n, len);
+    CHECK(got == (int)n, "%u frames spilled, %d waited in the socket", n, got);
+    for (int i = 0; i < got; i++)
+        spill_check(spill_seen.rx.iov[i].iov_base, len[i]);
+    spill_seen.spilled += got;
+}
+
+static void send_all(struct eth_sock *a, struct eth_frame *tx, int n)
+{
+    double t0 = test_now();
+    for (int sent = 0; sent < n;) {
+        int k = eth_send(a, tx + sent, (unsigned)(n - sent));
+        CHECK(k >= 0, "eth_send: %d", k);
+        sent += k;
+        TEST_DEADLINE(t0, 10, "the kernel to take the frames");
+    }
+}
+
+static void test_spill(struct eth_sock *a)
+{
+    struct eth_sock c;
+    CHECK_RC(eth_open(&c, "lo", 8 << 20, ETH_RING_AUTO), SHOAL_OK);
+    CHECK(c.ring.map && c.ring.spill && c.ring.frame_size < SPILL_BIG, "no spilling ring (%u frames of %u bytes)",
+          c.ring.frames, c.ring.frame_size);
+    static unsigned char out[SPILL_N][SPILL_BIG + SPILL_N], in[16][1 << 16];
+    spill_seen.c = &c;
+    spill_seen.rx.n = 16;
+    for (unsigned i = 0; i < 16; i++)
+        sock_rx_set(&spill_seen.rx, i, in[i], sizeof in[i]);
+    struct eth_frame tx[SPILL_N];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < SPILL_N; i++) {
+            size_t len = spill_len(i);
+            memcpy(out[i], "shoal-eth-spill", 15);
+            out[i][15] = (unsigned char)round;
+            out[i][58] = (unsigned char)((len - 64) & 0xff); /* the packet's length field */
+            out[i][59] = (unsigned char)((len - 64) >> 8);
+            memcpy(out[i] + 64, &i, sizeof i);
+            tx[i] = (struct eth_frame){.buf = out[i], .len = len, .peer = eth_broadcast};
+        }
+        spill_seen.round = round;
+        spill_seen.next = spill_seen.spilled = 0;
+        send_all(a, tx, SPILL_N);
+        double t0 = test_now();
+        while (spill_seen.next < SPILL_N) {
+            eth_ring_walk(&c, 16, spill_check, spill_take, 16);
+            TEST_DEADLINE(t0, 10, "a round's frames to arrive through the spilling ring");
+        }
+        CHECK(spill_seen.spilled >= SPILL_N / 2, "%d of the %d large frames came spilled", spill_seen.spilled,
+              SPILL_N / 2);
+    }
+    CHECK(c.ring.spill_lost == 0, "%llu frames lost with room to spare", (unsigned long long)c.ring.spill_lost);
+    eth_close(&c);
+    /* a socket buffer of 64 KiB holds one or two large frames: the others
+     * are cut short in the ring and counted as lost; the small ones and
+     * the large ones that spill still come whole and in order */
+    CHECK_RC(eth_open(&c, "lo", 1 << 16, ETH_RING_AUTO), SHOAL_OK);
+    CHECK(c.ring.spill, "no spilling ring");
+    spill_seen.c = &c;
+    spill_seen.round = 3;
+    spill_seen.next = spill_seen.spilled = 0;
+    spill_seen.lossy = 1;
+    for (int i = 0; i < SPILL_N; i++)
+        out[i][15] = 3;
+    send_all(a, tx, SPILL_N);
+    double t0 = test_now();
+    while (spill_seen.next < SPILL_N - 2) { /* the last small frame seen: the round is in */
+        eth_ring_walk(&c, 16, spill_check, spill_take, 16);
+        TEST_DEADLINE(t0, 10, "the small frames of a round with a small socket buffer");
+    }
+    CHECK(c.ring.spill_lost >= (uint64_t)spill_seen.skipped && spill_seen.skipped > 0,
+          "%d large frames missing, %llu counted lost", spill_seen.skipped, (unsigned long long)c.ring.spill_lost);
+    eth_close(&c);
 }
 
 int main(void)
@@ -198,6 +309,7 @@ int main(void)
     }
     test_drop_own(&a, &b);
     test_ring(&a);
+    test_spill(&a);
     eth_close(&a);
     eth_close(&b);
     return 0;
