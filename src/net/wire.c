@@ -28,7 +28,8 @@ static uint32_t crc32c_table(const void *buf, size_t n)
 
 #if defined(__x86_64__)
 static int crc_sse42;   /* the processor has SSE4.2 */
-static int nh_use_avx2; /* and AVX2 */
+static int nh_use_avx2;   /* and AVX2 */
+static int nh_use_avx512; /* and AVX-512 (payloads of NH_AVX512_FROM bytes and more) */
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const void *buf, size_t n)
 {
@@ -46,7 +47,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const void *buf, 
 }
 #endif
 
-static void nh_check_avx2(void);
+static void nh_check_vector(void);
 
 __attribute__((constructor)) static void crc_init(void)
 {
@@ -61,8 +62,9 @@ __attribute__((constructor)) static void crc_init(void)
     /* the two must agree; checking it here runs the table in every test */
     crc_sse42 = __builtin_cpu_supports("sse4.2") && crc32c_sse42("123456789", 9) == crc32c_table("123456789", 9);
     nh_use_avx2 = __builtin_cpu_supports("avx2");
+    nh_use_avx512 = nh_use_avx2 && __builtin_cpu_supports("avx512f");
 #endif
-    nh_check_avx2();
+    nh_check_vector();
 }
 
 uint32_t wire_crc32c(const void *buf, size_t n)
@@ -238,6 +240,60 @@ __attribute__((target("avx2"))) static void nh_avx2(const unsigned char *p, size
     out[1] = nh_lanes_avx2(b) + rest[1];
 }
 
+/* 64 bytes a step, as nh_step_avx2 in sixteen lanes; the key shifted by
+ * four words is cut from two loads (valignd) rather than loaded across a
+ * cache line every step, and two steps run at once.  Measured on Zen 5
+ * (wire_mac in a loop, in cache, two runs): 1.25-1.46 x AVX2's rate at
+ * 65,000 bytes, 1.34-1.43 x at 8 KiB, equal at 2 KiB and slower below it
+ * (1400 bytes: 52 against 47 ns; the reduction), hence NH_AVX512_FROM.  A
+ * 1 MiB stream's sender spent an eighth of its time in NH on AVX2. */
+#define NH_AVX512_FROM 2048u
+__attribute__((target("avx512f"))) static inline void nh_step_avx512(__m512i m, __m512i kt, __m512i ku, __m512i *a,
+                                                                     __m512i *b)
+{
+    __m512i t = _mm512_add_epi32(m, kt);
+    __m512i u = _mm512_add_epi32(m, ku);
+    *a = _mm512_add_epi64(*a, _mm512_mul_epu32(t, _mm512_srli_epi64(t, 32)));
+    *b = _mm512_add_epi64(*b, _mm512_mul_epu32(u, _mm512_srli_epi64(u, 32)));
+}
+
+/* Unsigned (gcc's _mm512_reduce_add_epi64 adds as signed: overflow). */
+__attribute__((target("avx512f"))) static inline uint64_t nh_lanes_avx512(__m512i v)
+{
+    uint64_t l[8];
+    _mm512_storeu_si512((void *)l, v);
+    return l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7];
+}
+
+/* n >= 64; the last 0-63 bytes as nh_avx2 does. */
+__attribute__((target("avx512f"))) static void nh_avx512(const unsigned char *p, size_t n, const uint32_t *k,
+                                                         uint64_t out[2])
+{
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), a2 = a, b2 = b;
+    size_t i = 0;
+    {
+        __m512i cur = _mm512_loadu_si512((const void *)k);
+        for (; i + 128 <= n; i += 128) {
+            __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
+            __m512i nn = _mm512_loadu_si512((const void *)(k + i / 4 + 32));
+            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
+            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i + 64)), nxt, _mm512_alignr_epi32(nn, nxt, 4), &a2, &b2);
+            cur = nn;
+        }
+        for (; i + 64 <= n; i += 64) {
+            __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
+            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
+            cur = nxt;
+        }
+    }
+    uint64_t rest[2];
+    nh_avx2(p + i, n - i, k + i / 4, rest);
+    a = _mm512_add_epi64(a, a2);
+    b = _mm512_add_epi64(b, b2);
+    out[0] = nh_lanes_avx512(a) + rest[0];
+    out[1] = nh_lanes_avx512(b) + rest[1];
+}
+
 /* nh_header's sums in two steps, the tag's and the checksum's words masked
  * to zero (every packet is hashed twice on its way: a tenth of its user-space
  * cost on a udp ping-pong was the scalar header loop). */
@@ -256,7 +312,7 @@ __attribute__((target("avx2"))) static void nh_header_avx2(const unsigned char *
 int wire_nh_vector(void)
 {
 #if defined(__x86_64__)
-    return nh_use_avx2;
+    return nh_use_avx512 ? 512 : nh_use_avx2 ? 256 : 0;
 #else
     return 0;
 #endif
@@ -265,6 +321,10 @@ int wire_nh_vector(void)
 static void nh(const unsigned char *p, size_t n, const uint32_t *k, uint64_t out[2])
 {
 #if defined(__x86_64__)
+    if (nh_use_avx512 && n >= NH_AVX512_FROM) {
+        nh_avx512(p, n, k, out);
+        return;
+    }
     if (nh_use_avx2 && n >= 32) {
         nh_avx2(p, n, k, out);
         return;
@@ -298,23 +358,34 @@ static void nh_header(const unsigned char *p, const uint32_t *k, uint64_t out[2]
     nh_header_plain(p, k, out);
 }
 
-/* As for the CRC: the two header loops must agree, checked once when the
- * library loads (on words of a fixed generator, as key and header), which
- * runs the scalar loop in every process. */
-static void nh_check_avx2(void)
+/* As for the CRC: the vector loops must agree with the scalar ones,
+ * checked once when the library loads (on words of a fixed generator, as
+ * key, header and a payload with a ragged end), which runs the scalar
+ * loops in every process; a vector loop that disagrees is not used. */
+static void nh_check_vector(void)
 {
 #if defined(__x86_64__)
     if (!nh_use_avx2)
         return;
-    uint32_t w[24 + 16];
+    enum { PAYLOAD = 203 };
+    uint32_t w[2 * (PAYLOAD + 8) / 4 + 8 + 16 + PAYLOAD / 4 + 1];
     uint64_t x = 0x9e3779b97f4a7c15ull, v[2], s[2];
     for (unsigned i = 0; i < sizeof w / sizeof w[0]; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         w[i] = (uint32_t)(x >> 16);
     }
-    nh_header_avx2((const unsigned char *)(w + 24), w, v);
-    nh_header_plain((const unsigned char *)(w + 24), w, s);
+    const unsigned char *msg = (const unsigned char *)(w + 2 * (PAYLOAD + 8) / 4 + 8);
+    nh_header_avx2(msg, w, v);
+    nh_header_plain(msg, w, s);
     nh_use_avx2 = v[0] == s[0] && v[1] == s[1];
+    nh_plain(msg, PAYLOAD, w, s);
+    if (nh_use_avx2) {
+        nh_avx2(msg, PAYLOAD, w, v);
+        nh_use_avx2 = v[0] == s[0] && v[1] == s[1];
+    }
+    if (nh_use_avx2 && nh_use_avx512)
+        nh_avx512(msg, PAYLOAD, w, v);
+    nh_use_avx512 = nh_use_avx2 && nh_use_avx512 && v[0] == s[0] && v[1] == s[1];
 #endif
 }
 

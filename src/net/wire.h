@@ -87,7 +87,9 @@ enum wire_verdict {
  * (wire_key_init).  It never travels in a packet.  header_only: the tag
  * covers the 64 header bytes only (SHOAL_NET_AUTH=header), else header and
  * payload. */
-#define WIRE_NH_WORDS (2u * ((WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD + 7u) / 8u) + 4u) /* 32-bit NH key words: two per 8-byte piece, and the shift */
+/* 32-bit NH key words: two per 8-byte piece, the shift (4), and 12 that
+ * the AVX-512 loop loads past the last it uses */
+#define WIRE_NH_WORDS (2u * ((WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD + 7u) / 8u) + 16u)
 struct wire_key {
     uint64_t k0, k1;
     int header_only;
@@ -108,8 +110,10 @@ struct wire_expect {
 };
 
 uint32_t wire_crc32c(const void *buf, size_t n);
-/* 1 when the tag's NH runs on AVX2 (the processor has it and its header sums
- * agreed with the scalar loop's when the library loaded), for the tests. */
+/* The widest vector the tag's NH runs on, in bits: 512 (AVX-512 for
+ * payloads, AVX2 for headers and tails), 256 (AVX2) or 0 (scalar); a
+ * vector loop is used when the processor has it and its sums agreed with
+ * the scalar loop's when the library loaded.  For the tests. */
 int wire_nh_vector(void);
 
 /* The tag of the packet at buf: SipHash-2-4 of the two 64-bit NH sums
