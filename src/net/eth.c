@@ -61,7 +61,7 @@ static int iface_info(int fd, const char *name, struct eth_sock *s)
  * the kernel a ring frame as well as the queue (measured on loopback, round
  * trips against the plain receive's: a 4 KiB medium 1.17 x spilled from
  * 2 KiB frames and 0.84 x held whole in 8 KiB ones; a 16 KiB medium
- * 1.14 x), so the frames hold mediums of up to 8 KiB whole. */
+ * 1.09-1.14 x), so the frames hold mediums of up to 8 KiB whole. */
 #define ETH_RING_BLOCK (1u << 16)
 #define ETH_RING_MIN_FRAMES 1024u
 #define ETH_RING_FRAME_MAX (16u << 10)
@@ -117,7 +117,10 @@ int eth_open(struct eth_sock *s, const char *name, int sockbuf, enum eth_ring_mo
         return perm ? SHOAL_EACCES : SHOAL_ESYS;
     }
     int rc = iface_info(s->fd, name, s);
-    if (!rc && ring != ETH_RING_OFF) /* before bind: no frame of the interface reaches the plain queue first */
+    /* before bind; what reached the plain queue before the ring the kernel
+     * purges when it sets the ring up, so the queue holds spilled packets
+     * only */
+    if (!rc && ring != ETH_RING_OFF)
         ring_open(s, sockbuf, ring);
     struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(WIRE_ETHERTYPE),
                               .sll_ifindex = s->ifindex};
@@ -149,8 +152,8 @@ void eth_close(struct eth_sock *s)
         LOG(LOG_INFO, "raw Ethernet: the kernel dropped %u of %u frames for want of room in the %s", st.tp_drops,
             st.tp_packets, s->ring.map ? "receive ring" : "socket buffer");
     if (s->ring.spill_lost)
-        LOG(LOG_INFO, "raw Ethernet: the kernel cut %llu frames too large for the receive ring short, for want of "
-            "room in the socket buffer", (unsigned long long)s->ring.spill_lost);
+        LOG(LOG_INFO, "raw Ethernet: %llu frames too large for the receive ring were lost (no room in the socket "
+            "buffer, or their receive failed)", (unsigned long long)s->ring.spill_lost);
     if (s->ring.map)
         munmap(s->ring.map, s->ring.bytes);
     s->ring = (struct eth_ring){0};
@@ -235,7 +238,6 @@ int eth_recv_spilled(struct eth_sock *s, struct sock_rx *rx, unsigned n, size_t 
     int got = sock_rx_recv_n(s->fd, rx, n, 0);
     for (int i = 0; i < got; i++)
         len[i] = received_bytes(rx, (unsigned)i);
-    s->ring.spill_lost += got >= 0 && (unsigned)got < n ? n - (unsigned)got : 0;
     return got;
 }
 
@@ -253,38 +255,64 @@ static void frame_release(struct eth_ring *r, struct tpacket2_hdr *h)
     r->next = r->next + 1 == r->frames ? 0 : r->next + 1;
 }
 
-/* Gives back the run of spilled frames from r->next (at most max) and says
- * how long it was; their packets are the next datagrams in the socket. */
-static unsigned spilled_run(struct eth_ring *r, unsigned max)
+/* How many frames from r->next (at most max) are spilled ones. */
+static unsigned spilled_run(const struct eth_ring *r, unsigned max)
 {
-    unsigned n = 0;
+    unsigned n = 0, i = r->next;
     uint32_t status;
-    struct tpacket2_hdr *h;
-    while (n < max && (h = frame_ready(r, r->next, &status)) != NULL && (status & TP_STATUS_COPY)) {
-        frame_release(r, h);
+    while (n < max && frame_ready(r, i, &status) != NULL && (status & TP_STATUS_COPY)) {
         n++;
+        i = i + 1 == r->frames ? 0 : i + 1;
     }
     return n;
 }
 
+/* A spilled frame whose packet cannot be read after this many polls
+ * (the kernel queues it before it marks the frame, so only a failing
+ * receive gets here) is given back as lost, so the ring does not stop. */
+#define ETH_SPILL_TRIES 64u
+
+/* Hands a run of spilled frames to take_spilled, which reads as many of
+ * their packets as it can, in order, and says how many; those frames, and
+ * only those, go back, so the socket's queue and the ring stay in step
+ * when a receive fails.  How many frames it consumed. */
+static unsigned take_run(struct eth_ring *r, unsigned run, unsigned (*take_spilled)(unsigned n))
+{
+    unsigned got = run && take_spilled ? take_spilled(run) : 0;
+    got = got < run ? got : run;
+    r->stalled = got ? 0 : r->stalled + 1;
+    if (!got && r->stalled < ETH_SPILL_TRIES)
+        return 0;
+    if (!got) { /* given up: one frame lost */
+        r->stalled = 0;
+        r->spill_lost++;
+        got = 1;
+    }
+    uint32_t status;
+    for (unsigned i = 0; i < got; i++)
+        frame_release(r, frame_ready(r, r->next, &status));
+    return got;
+}
+
 unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsigned char *pkt, size_t len),
-                       void (*take_spilled)(unsigned n), unsigned spills)
+                       unsigned (*take_spilled)(unsigned n), unsigned spills)
 {
     struct eth_ring *r = &s->ring;
     unsigned n = 0;
     uint32_t status;
     struct tpacket2_hdr *h;
     while (n < max && (h = frame_ready(r, r->next, &status)) != NULL) {
-        UTIL_STAGE(UTIL_STAGE_RECEIVED);
         if (status & TP_STATUS_COPY) {
-            unsigned run = spilled_run(r, spills < max - n ? spills : max - n);
-            take_spilled(run);
-            n += run;
+            unsigned run = spilled_run(r, spills < max - n ? spills : max - n), got = take_run(r, run, take_spilled);
+            n += got;
+            if (got < run || !got)
+                break; /* the rest on the next poll */
             continue;
         }
+        UTIL_STAGE(UTIL_STAGE_RECEIVED);
         const unsigned char *pkt = (const unsigned char *)h + h->tp_net;
         if (r->spill && h->tp_snaplen < h->tp_len)
-            r->spill_lost++; /* not spilled: the socket buffer was full; lost as a frame the full ring drops */
+            r->spill_lost++; /* not spilled (no room in the socket buffer, or no memory for the copy): lost */
         else
             take(pkt, h->tp_snaplen < h->tp_len ? 0 : wire_packet_bytes(pkt, h->tp_snaplen));
         frame_release(r, h);

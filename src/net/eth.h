@@ -25,8 +25,9 @@ struct eth_ring {
     size_t bytes;
     unsigned block_size, per_block, frame_size, frames;
     unsigned next;      /* the next frame to read */
-    int spill;          /* frames too large for the ring come whole through the socket */
-    uint64_t spill_lost; /* such frames the kernel cut short: no room in the socket buffer */
+    int spill;           /* frames too large for the ring come whole through the socket */
+    unsigned stalled;    /* polls in a row whose receive of a spilled packet failed */
+    uint64_t spill_lost; /* such frames lost: cut short for want of room, or unreadable */
 };
 
 struct eth_sock {
@@ -82,8 +83,10 @@ int eth_recv_spilled(struct eth_sock *s, struct sock_rx *rx, unsigned n, size_t 
  * call: the frame goes back to the kernel after it) and len trimmed as
  * eth_recv_batch's (0 if truncated), and take_spilled(n) for a run of n
  * (at most `spills`) frames whose whole packets wait in the socket, in
- * order (read them with eth_recv_spilled); how many frames. */
+ * order: it reads them with eth_recv_spilled and returns how many it took
+ * (those frames go back; the walk stops at the first it could not take).
+ * How many frames. */
 unsigned eth_ring_walk(struct eth_sock *s, unsigned max, void (*take)(const unsigned char *pkt, size_t len),
-                       void (*take_spilled)(unsigned n), unsigned spills);
+                       unsigned (*take_spilled)(unsigned n), unsigned spills);
 
 #endif

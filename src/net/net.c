@@ -525,11 +525,13 @@ static void take_received(int got, const size_t *len, const size_t *seg)
 
 /* n frames the receive ring spilled: the next n datagrams in the socket,
  * read into the receive buffers, which an engine may keep as it keeps a
- * recvmmsg's. */
-static void take_spilled(unsigned n)
+ * recvmmsg's; how many were read. */
+static unsigned take_spilled(unsigned n)
 {
     size_t len[NET_BATCH];
-    take_received(eth_recv_spilled(&net.eth, &net.rx, n, len), len, NULL);
+    int got = eth_recv_spilled(&net.eth, &net.rx, n, len);
+    take_received(got, len, NULL);
+    return got > 0 ? (unsigned)got : 0;
 }
 
 /* Receives from s until it is empty (at most NET_DRAIN_MAX batches), and
@@ -941,8 +943,7 @@ static int net_init(const struct tp_init *in)
     /* 64 KiB buffers (loopback's packets, or coalesced runs of up to 44
      * packets) need no more than 16 per receive: 1 MiB, the window; a
      * ring needs them only for the frames it spills */
-    net.rx.n = net.eth.ring.map && !net.eth.ring.spill ? 0
-               : net.rx_cap >= UDP_GRO_BYTES ? NET_BATCH / 4 : NET_BATCH;
+    net.rx.n = net.eth.ring.map && !net.eth.ring.spill ? 0 : net.rx_cap >= (32u << 10) ? NET_BATCH / 4 : NET_BATCH;
     net.rx_cur = -1;
     net.rx.with_ctl = net.gro; /* the kernel's note of where coalesced datagrams begin */
     for (unsigned i = 0; i < net.rx.n; i++) {

@@ -18,6 +18,8 @@ for i, j in enumerate(jobs):
     out, _ = j.communicate(timeout=150)
     if j.returncode != 0:
         fail = 1
-        print("job %d failed (status %d):\n%s" % (i, j.returncode, "\n".join(out.splitlines()[-8:])))
+        lines = out.splitlines()
+        why = [l for l in lines if "stopped answering" in l or "fatal" in l][:8]  # who was declared dead, and by whom
+        print("job %d failed (status %d):\n%s" % (i, j.returncode, "\n".join(why + lines[-8:])))
 print("two jobs of %s ranks: %s" % (n, "a job failed" if fail else "both passed"))
 sys.exit(fail)
