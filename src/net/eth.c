@@ -213,32 +213,29 @@ int eth_send(struct eth_sock *s, const struct eth_frame *f, unsigned n)
     return rc < 0 ? sock_failed(rc, "raw Ethernet") : rc;
 }
 
-/* What a frame of n bytes received into rx entry i holds of a packet. */
-static size_t received_bytes(const struct sock_rx *rx, unsigned i)
+/* What the got frames a receive put in rx hold of a packet each, and
+ * (from not NULL) their sources; got. */
+static int received(const struct sock_rx *rx, int got, size_t *len, struct eth_endpoint *from)
 {
-    /* a frame can carry bytes after the packet (a NIC that delivers the
-     * FCS, padding to the minimum frame) */
-    return rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0
-           : wire_packet_bytes(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
-}
-
-int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
-{
-    int got = sock_rx_recv(s->fd, rx, from != NULL);
     for (int i = 0; i < got; i++) {
-        len[i] = received_bytes(rx, (unsigned)i);
+        /* a frame can carry bytes after the packet (a NIC that delivers
+         * the FCS, padding to the minimum frame) */
+        len[i] = rx->m[i].msg_hdr.msg_flags & MSG_TRUNC ? 0
+                 : wire_packet_bytes(rx->m[i].msg_hdr.msg_iov[0].iov_base, rx->m[i].msg_len);
         if (from)
-            memcpy(from[i].mac, ((struct sockaddr_ll *)&rx->from[i])->sll_addr, 6);
+            memcpy(from[i].mac, ((const struct sockaddr_ll *)&rx->from[i])->sll_addr, 6);
     }
     return got;
 }
 
+int eth_recv_batch(struct eth_sock *s, struct sock_rx *rx, size_t *len, struct eth_endpoint *from)
+{
+    return received(rx, sock_rx_recv(s->fd, rx, from != NULL), len, from);
+}
+
 int eth_recv_spilled(struct eth_sock *s, struct sock_rx *rx, unsigned n, size_t *len)
 {
-    int got = sock_rx_recv_n(s->fd, rx, n, 0);
-    for (int i = 0; i < got; i++)
-        len[i] = received_bytes(rx, (unsigned)i);
-    return got;
+    return received(rx, sock_rx_recv_n(s->fd, rx, n, 0), len, NULL);
 }
 
 static struct tpacket2_hdr *frame_ready(const struct eth_ring *r, unsigned i, uint32_t *status)
@@ -288,9 +285,8 @@ static unsigned take_run(struct eth_ring *r, unsigned run, unsigned (*take_spill
         r->spill_lost++;
         got = 1;
     }
-    uint32_t status;
     for (unsigned i = 0; i < got; i++)
-        frame_release(r, frame_ready(r, r->next, &status));
+        frame_release(r, ring_frame(r, r->next));
     return got;
 }
 

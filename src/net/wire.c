@@ -286,21 +286,19 @@ __attribute__((target("avx512f"))) static void nh_avx512(const unsigned char *p,
                                                          uint64_t out[2])
 {
     __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), a2 = a, b2 = b;
+    __m512i cur = _mm512_loadu_si512((const void *)k);
     size_t i = 0;
-    {
-        __m512i cur = _mm512_loadu_si512((const void *)k);
-        for (; i + 128 <= n; i += 128) {
-            __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
-            __m512i nn = _mm512_loadu_si512((const void *)(k + i / 4 + 32));
-            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
-            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i + 64)), nxt, _mm512_alignr_epi32(nn, nxt, 4), &a2, &b2);
-            cur = nn;
-        }
-        for (; i + 64 <= n; i += 64) {
-            __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
-            nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
-            cur = nxt;
-        }
+    for (; i + 128 <= n; i += 128) {
+        __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
+        __m512i nn = _mm512_loadu_si512((const void *)(k + i / 4 + 32));
+        nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
+        nh_step_avx512(_mm512_loadu_si512((const void *)(p + i + 64)), nxt, _mm512_alignr_epi32(nn, nxt, 4), &a2, &b2);
+        cur = nn;
+    }
+    if (i + 64 <= n) { /* one step left */
+        __m512i nxt = _mm512_loadu_si512((const void *)(k + i / 4 + 16));
+        nh_step_avx512(_mm512_loadu_si512((const void *)(p + i)), cur, _mm512_alignr_epi32(nxt, cur, 4), &a, &b);
+        i += 64;
     }
     uint64_t rest[2];
     nh_avx2(p + i, n - i, k + i / 4, rest);
@@ -383,14 +381,16 @@ static void nh_check_vector(void)
 #if defined(__x86_64__)
     if (!nh_use_avx2)
         return;
-    enum { PAYLOAD = 203 };
-    uint32_t w[2 * (PAYLOAD + 8) / 4 + 8 + 16 + PAYLOAD / 4 + 1];
+    /* the key: two words per 8-byte piece and WIRE_NH_WORDS's 16 more;
+     * then the message, header or payload */
+    enum { PAYLOAD = 203, KEY = 2 * ((PAYLOAD + 7) / 8) + 16 };
+    uint32_t w[KEY + (PAYLOAD + 3) / 4];
     uint64_t x = 0x9e3779b97f4a7c15ull, v[2], s[2];
     for (unsigned i = 0; i < sizeof w / sizeof w[0]; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         w[i] = (uint32_t)(x >> 16);
     }
-    const unsigned char *msg = (const unsigned char *)(w + 2 * (PAYLOAD + 8) / 4 + 8);
+    const unsigned char *msg = (const unsigned char *)(w + KEY);
     nh_header_avx2(msg, w, v);
     nh_header_plain(msg, w, s);
     nh_use_avx2 = v[0] == s[0] && v[1] == s[1];
